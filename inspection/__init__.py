@@ -1,0 +1,1 @@
+"""Inspection service: ramdisk callback, lookup, discovery, hooks and rules."""

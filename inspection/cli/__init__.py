@@ -1,0 +1,60 @@
+"""``ironic-inspection``: the admin command line."""
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from inspection.cli import dbsync, filters
+from inspection.common.config import ConfigError
+from inspection.db.engine import DatabaseError
+
+# Each module contributes its sub-commands; the order here is the order of --help.
+_MODULES = (dbsync, filters)
+
+
+class CommandError(Exception):
+    """A failure to report in one line on stderr (exit status 1)."""
+
+
+def config_parent() -> argparse.ArgumentParser:
+    """The --config-file/--config-dir options every sub-command accepts."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("configuration")
+    group.add_argument("--config-file", action="append", default=[], metavar="PATH",
+                       help="configuration file (repeatable; later files win)")
+    group.add_argument("--config-dir", action="append", default=[], metavar="DIR",
+                       help="directory of *.conf files read after --config-file")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="ironic-inspection",
+        description="Administer the inspection service and the PXE filters.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parent = config_parent()
+    for module in _MODULES:
+        module.add_commands(sub, parent)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 1 failed, 2 bad usage or configuration)."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(f"ironic-inspection: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except (CommandError, DatabaseError) as exc:
+        print(f"ironic-inspection: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Helpers shared by the inspection service and the PXE filter daemon."""

@@ -1,0 +1,28 @@
+"""Loading configuration files for console scripts, with errors an operator can act on."""
+
+from collections.abc import Sequence
+
+from oslo_config import cfg
+
+
+class ConfigError(Exception):
+    """A configuration problem, with a message that says what to fix."""
+
+
+def load(conf: cfg.ConfigOpts, config_files: Sequence[str] = (),
+         config_dirs: Sequence[str] = (), project: str = "ironic") -> None:
+    """Parse ``config_files``/``config_dirs`` into ``conf`` (no command-line parsing)."""
+    args: list[str] = []
+    for path in config_files:
+        args += ["--config-file", path]
+    for path in config_dirs:
+        args += ["--config-dir", path]
+    try:
+        conf(args=args, project=project, default_config_files=[], default_config_dirs=[])
+    except cfg.ConfigFilesNotFoundError as exc:
+        raise ConfigError(f"cannot read configuration file(s) {', '.join(exc.config_files)}: "
+                          f"check the path and permissions") from None
+    except cfg.ConfigDirNotFoundError as exc:
+        raise ConfigError(f"configuration directory {exc.config_dir} does not exist") from None
+    except (cfg.ConfigFileParseError, cfg.Error) as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None

@@ -1,0 +1,55 @@
+"""oslo.messaging set-up without eventlet.
+
+oslo.service 4.x still defaults to eventlet; the threading backend must be selected before
+oslo_messaging is imported anywhere, so every module that needs oslo_messaging imports it
+through :func:`oslo_messaging_module`.
+"""
+
+import warnings
+from types import ModuleType
+
+from oslo_config import cfg
+from oslo_service import backend
+
+
+def init_threading_backend() -> None:
+    """Select oslo.service's threading backend (idempotent)."""
+    if backend.get_backend_type() is None:
+        backend.init_backend(backend.BackendType.THREADING)
+
+
+def oslo_messaging_module() -> ModuleType:
+    """Import oslo_messaging after selecting the threading backend."""
+    init_threading_backend()
+    # futurist imports eventlet when it is installed, which warns although we never use it.
+    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+    import oslo_messaging  # noqa: PLC0415 - must follow backend selection
+    return oslo_messaging
+
+
+def get_transport(url: str | None = None):
+    """An RPC transport for ``url`` (default: ``[DEFAULT]transport_url``).
+
+    Always built on the global ``cfg.CONF``: oslo.messaging's client reads option groups that
+    it registers only there.
+    """
+    messaging = oslo_messaging_module()
+    return messaging.get_rpc_transport(cfg.CONF, url=url)
+
+
+def configured_transport_url(conf: cfg.ConfigOpts) -> str | None:
+    """``[DEFAULT]transport_url`` if the operator set it, else None.
+
+    oslo.messaging defaults the option to ``rabbit://``; we need to know whether it was set,
+    because an unset transport means "no message bus" (all-in-one mode, no broadcasts).
+    """
+    oslo_messaging_module()
+    # The option list is module-private but stable; registering it is what get_transport does.
+    from oslo_messaging import transport as om_transport  # noqa: PLC0415
+
+    conf.register_opts(om_transport._transport_opts)
+    om_transport.set_transport_defaults("ironic")
+    location = conf.get_location("transport_url")
+    if location is None or location.location == cfg.Locations.opt_default:
+        return None
+    return conf.transport_url or None

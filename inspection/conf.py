@@ -1,0 +1,121 @@
+"""Configuration options of the inspection service (names follow Ironic's).
+
+Options are registered on an explicit ``ConfigOpts`` so tests can build isolated
+configurations; the console scripts use the global ``cfg.CONF`` because oslo.messaging reads
+some of its own groups from there.
+"""
+
+import socket
+
+from oslo_config import cfg
+
+DEFAULT_HOOKS = "ramdisk-error,validate-interfaces,ports,architecture"
+
+default_opts = [
+    cfg.StrOpt("host", default=socket.gethostname(), sample_default="localhost",
+               help="Name of this host: used as the RPC server name and as the node "
+                    "reservation holder while this service processes a node."),
+    cfg.StrOpt("state_path", default="/var/lib/ironic-inspection",
+               help="Directory for the embedded SQLite database and other state."),
+]
+
+database_opts = [
+    cfg.StrOpt("connection", secret=True,
+               default="sqlite:///$state_path/inspection.sqlite",
+               help="SQLAlchemy URL of the node/port database. Ironic's own database works "
+                    "too (read-only for the PXE filter). Examples: "
+                    "postgresql+psycopg2://user:pass@host/ironic, "
+                    "mysql+pymysql://user:pass@host/ironic."),
+    cfg.IntOpt("connect_timeout", default=10, min=1,
+               help="Seconds to wait for the database to accept a connection."),
+]
+
+auto_discovery_opts = [
+    cfg.BoolOpt("enabled", default=False, mutable=True,
+                help="Enroll machines that are not known to the database when they boot the "
+                     "inspection ramdisk. Also makes the PXE filter serve unknown MACs."),
+    cfg.StrOpt("driver", default="fake-hardware",
+               help="Hardware type of auto-discovered nodes."),
+    cfg.StrOpt("inspection_scope",
+               help="Value of properties['inspection_scope'] on auto-discovered nodes, so that "
+                    "scoped inspection rules can target them."),
+]
+
+inspector_opts = [
+    cfg.StrOpt("default_hooks", default=DEFAULT_HOOKS,
+               help="Hooks that every inspection runs, in order."),
+    cfg.StrOpt("hooks", default="$default_hooks",
+               help="Hooks to run, in order; '$default_hooks' expands, so "
+                    "'pre,$default_hooks,post' adds hooks around the defaults."),
+    cfg.StrOpt("add_ports", default="pxe", choices=["all", "active", "pxe", "disabled"],
+               help="Which interfaces get ports: all, active (with an IP), pxe (the PXE "
+                    "interface only) or disabled (none)."),
+    cfg.StrOpt("keep_ports", default="all", choices=["all", "present", "added"],
+               help="Which existing ports to keep: all, present (in the inventory) or added "
+                    "(added by this inspection)."),
+    cfg.BoolOpt("update_pxe_enabled", default=True,
+                help="Update pxe_enabled of existing ports from the inventory."),
+    cfg.BoolOpt("disk_partitioning_spacing", default=True,
+                help="Leave 1 GiB for partitioning when computing local_gb."),
+    cfg.DictOpt("cpu_capabilities",
+                default={"vmx": "cpu_vt", "svm": "cpu_vt", "aes": "cpu_aes",
+                         "pse": "cpu_hugepages", "pdpe1gb": "cpu_hugepages_1g",
+                         "smx": "cpu_txt"},
+                help="CPU flag to capability name."),
+    cfg.MultiStrOpt("pci_device_alias", default=[],
+                    help="JSON objects {vendor_id, product_id, name} counted into "
+                         "capabilities."),
+    cfg.ListOpt("physical_network_cidr_map", default=[],
+                help="CIDR:physnet pairs; a port whose IP is in the CIDR gets that physical "
+                     "network."),
+    cfg.StrOpt("known_accelerators",
+               help="YAML file listing known accelerator devices."),
+    cfg.BoolOpt("extra_hardware_strict", default=False,
+                help="Fail inspection when extra hardware data is malformed."),
+    cfg.IntOpt("inspect_wait_timeout", default=1800, min=0,
+               help="Seconds a node may stay in 'inspect wait' before inspection fails; "
+                    "0 disables the timeout."),
+]
+
+inspection_rules_opts = [
+    cfg.StrOpt("built_in_rules",
+               help="YAML file of built-in inspection rules, loaded and validated at start."),
+    cfg.StrOpt("default_scope",
+               help="Scope given to rules created without one."),
+    cfg.StrOpt("mask_secrets", default="always", choices=["always", "never", "sensitive"],
+               help="Mask secrets in rule interpolation and logs: always, never, or only for "
+                    "sensitive rules."),
+    cfg.ListOpt("supported_interfaces", default=["agent"],
+                help="Inspect interfaces for which rules run."),
+]
+
+api_opts = [
+    cfg.HostAddressOpt("host_ip", default="127.0.0.1", help="Address the API listens on."),
+    cfg.PortOpt("port", default=6385, help="Port the API listens on."),
+    cfg.StrOpt("auth_strategy", default="http_basic", choices=["noauth", "http_basic"],
+               help="Authentication of admin endpoints."),
+    cfg.StrOpt("http_basic_auth_user_file", default="/etc/ironic-inspection/htpasswd",
+               help="htpasswd file (bcrypt) for http_basic."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """Register every inspection option group on ``conf`` (idempotent)."""
+    conf.register_opts(default_opts)
+    conf.register_opts(database_opts, group="database")
+    conf.register_opts(auto_discovery_opts, group="auto_discovery")
+    conf.register_opts(inspector_opts, group="inspector")
+    conf.register_opts(inspection_rules_opts, group="inspection_rules")
+    conf.register_opts(api_opts, group="api")
+
+
+def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    """Options for oslo-config-generator and docs."""
+    return [
+        ("DEFAULT", default_opts),
+        ("database", database_opts),
+        ("auto_discovery", auto_discovery_opts),
+        ("inspector", inspector_opts),
+        ("inspection_rules", inspection_rules_opts),
+        ("api", api_opts),
+    ]

@@ -1,0 +1,185 @@
+"""ORM models with Ironic's table and column names and encodings.
+
+Only the columns this project reads or writes are mapped; a real Ironic database has more,
+all of which have defaults, so rows written here stay valid for Ironic.
+"""
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from inspection.db.types import JsonEncodedDict, JsonEncodedList
+
+# Ironic's provision state strings.
+ENROLL = "enroll"
+MANAGEABLE = "manageable"
+INSPECTING = "inspecting"
+INSPECT_WAIT = "inspect wait"
+INSPECT_FAILED = "inspect failed"
+AVAILABLE = "available"
+ACTIVE = "active"
+#: States in which a node is on inspection and may PXE boot the inspection ramdisk.
+INSPECTION_STATES = (INSPECTING, INSPECT_WAIT)
+
+
+def utcnow() -> datetime:
+    """Naive UTC timestamp, the way Ironic stores them."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of all models."""
+
+
+class TimestampMixin:
+    """created_at/updated_at columns as in Ironic."""
+
+    created_at: Mapped[datetime | None] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime, onupdate=utcnow)
+
+
+class Node(TimestampMixin, Base):
+    """A bare-metal node."""
+
+    __tablename__ = "nodes"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_nodes0uuid"),
+        UniqueConstraint("name", name="uniq_nodes0name"),
+        Index("provision_state_idx", "provision_state"),
+        Index("reservation_idx", "reservation"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    name: Mapped[str | None] = mapped_column(String(255))
+    driver: Mapped[str | None] = mapped_column(String(255))
+    driver_info: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict, nullable=True)
+    driver_internal_info: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict,
+                                                       nullable=True)
+    properties: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict, nullable=True)
+    extra: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict, nullable=True)
+    instance_info: Mapped[dict] = mapped_column(JsonEncodedDict(mysql_as_long=True),
+                                                default=dict, nullable=True)
+    provision_state: Mapped[str | None] = mapped_column(String(15))
+    target_provision_state: Mapped[str | None] = mapped_column(String(15))
+    inspect_interface: Mapped[str | None] = mapped_column(String(255))
+    reservation: Mapped[str | None] = mapped_column(String(255))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    maintenance: Mapped[bool] = mapped_column(Boolean, default=False, nullable=True)
+    inspection_started_at: Mapped[datetime | None] = mapped_column(DateTime)
+    inspection_finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    conductor_group: Mapped[str] = mapped_column(String(255), nullable=False, default="",
+                                                 server_default="")
+    resource_class: Mapped[str | None] = mapped_column(String(80))
+    auto_discovered: Mapped[bool] = mapped_column(Boolean, default=False, nullable=True,
+                                                  server_default=false())
+
+    ports: Mapped[list["Port"]] = relationship(back_populates="node", lazy="raise",
+                                               cascade="all, delete-orphan",
+                                               passive_deletes=True)
+
+
+class Portgroup(TimestampMixin, Base):
+    """A group of ports (bond)."""
+
+    __tablename__ = "portgroups"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_portgroups0uuid"),
+        UniqueConstraint("address", name="uniq_portgroups0address"),
+        UniqueConstraint("node_id", "name", name="uniq_portgroups0nodeid0name"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    name: Mapped[str | None] = mapped_column(String(255))
+    node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    address: Mapped[str | None] = mapped_column(String(18))
+    extra: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict, nullable=True)
+    internal_info: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict, nullable=True)
+    properties: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict, nullable=True)
+    mode: Mapped[str | None] = mapped_column(String(255))
+    standalone_ports_supported: Mapped[bool] = mapped_column(Boolean, default=True, nullable=True)
+
+
+class Port(TimestampMixin, Base):
+    """A network port (NIC) of a node, identified by its MAC address."""
+
+    __tablename__ = "ports"
+    __table_args__ = (
+        UniqueConstraint("address", name="uniq_ports0address"),
+        UniqueConstraint("uuid", name="uniq_ports0uuid"),
+        Index("ports_node_id_idx", "node_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    address: Mapped[str | None] = mapped_column(String(18))
+    node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    pxe_enabled: Mapped[bool] = mapped_column(Boolean, default=True, nullable=True)
+    extra: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict, nullable=True)
+    local_link_connection: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict,
+                                                        nullable=True)
+    physical_network: Mapped[str | None] = mapped_column(String(64))
+    portgroup_id: Mapped[int | None] = mapped_column(ForeignKey("portgroups.id"))
+    internal_info: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict, nullable=True)
+
+    node: Mapped[Node | None] = relationship(back_populates="ports", lazy="raise")
+
+
+class NodeTrait(TimestampMixin, Base):
+    """A trait (CUSTOM_*, HW_*) of a node."""
+
+    __tablename__ = "node_traits"
+    __table_args__ = (Index("node_traits_idx", "trait"),)
+
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"),
+                                         primary_key=True)
+    trait: Mapped[str] = mapped_column(String(255), primary_key=True)
+
+
+class NodeInventory(TimestampMixin, Base):
+    """The latest inventory and plugin data of a node."""
+
+    __tablename__ = "node_inventory"
+    __table_args__ = (Index("inventory_node_id_idx", "node_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    inventory_data: Mapped[dict] = mapped_column(JsonEncodedDict(mysql_as_long=True),
+                                                 default=dict, nullable=True)
+    plugin_data: Mapped[dict] = mapped_column(JsonEncodedDict(mysql_as_long=True),
+                                              default=dict, nullable=True)
+    node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+
+
+class InspectionRule(TimestampMixin, Base):
+    """An inspection rule (conditions and actions as JSON lists)."""
+
+    __tablename__ = "inspection_rules"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_inspection_rules0uuid"),
+        Index("inspection_rules_scope_idx", "scope"),
+        Index("inspection_rules_phase_idx", "phase"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    priority: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    description: Mapped[str | None] = mapped_column(String(255))
+    scope: Mapped[str | None] = mapped_column(String(255))
+    sensitive: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    phase: Mapped[str] = mapped_column(String(16), nullable=False, default="main",
+                                       server_default=text("'main'"))
+    conditions: Mapped[list] = mapped_column(JsonEncodedList(), default=list, nullable=True)
+    actions: Mapped[list] = mapped_column(JsonEncodedList(), default=list, nullable=True)

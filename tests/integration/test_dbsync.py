@@ -1,0 +1,75 @@
+"""dbsync against real SQLite, PostgreSQL and MariaDB, and its refusal of Ironic's database."""
+
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from inspection.cli import main
+from inspection.db import migration
+from inspection.db.engine import create_engine
+from inspection.db.models import Base
+
+
+def _write_conf(tmp_path, url):
+    path = tmp_path / "inspection.conf"
+    path.write_text(f"[database]\nconnection = {url}\n")
+    return str(path)
+
+
+def test_dbsync_creates_then_reports_current(db_url, tmp_path, capsys):
+    conf = _write_conf(tmp_path, db_url)
+    assert main(["dbsync", "--config-file", conf]) == 0
+    out = capsys.readouterr().out
+    assert "already at revision" in out  # the fixture migrated it already
+    engine = create_engine(db_url)
+    assert migration.current_revision(engine) == migration.head_revision()
+    tables = set(sa.inspect(engine).get_table_names())
+    assert {"nodes", "ports", "portgroups", "node_traits", "node_inventory",
+            "inspection_rules"} <= tables
+    engine.dispose()
+
+
+def test_dbsync_on_empty_sqlite_creates_schema(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path}/fresh.sqlite"
+    assert main(["dbsync", "--config-file", _write_conf(tmp_path, url)]) == 0
+    assert "Created schema revision" in capsys.readouterr().out
+
+
+def test_migrations_match_models(db_url):
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    engine.dispose()
+    # Our version table is not a model; everything else must match exactly.
+    diff = [d for d in diff
+            if not (d[0] == "remove_table" and d[1].name == migration.VERSION_TABLE)]
+    assert diff == []
+
+
+def test_dbsync_refuses_a_database_created_by_ironic(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path}/ironic.sqlite"
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE alembic_version (version_num VARCHAR(32))"))
+        conn.execute(sa.text("INSERT INTO alembic_version VALUES ('c0455649680c')"))
+        conn.execute(sa.text("CREATE TABLE conductors (id INTEGER PRIMARY KEY)"))
+    engine.dispose()
+    assert main(["dbsync", "--config-file", _write_conf(tmp_path, url)]) == 1
+    err = capsys.readouterr().err
+    assert "created by Ironic" in err and "ironic-dbsync" in err
+    engine = create_engine(url)
+    assert set(sa.inspect(engine).get_table_names()) == {"alembic_version", "conductors"}
+    engine.dispose()
+
+
+def test_dbsync_reports_unreachable_database_in_one_line(tmp_path, capsys):
+    url = "postgresql+psycopg2://nobody:secret@127.0.0.1:1/none"
+    assert main(["dbsync", "--config-file", _write_conf(tmp_path, url)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ironic-inspection:") and "\n" not in err
+    assert "secret" not in err
+
+
+def test_dbsync_reports_missing_config_file(tmp_path, capsys):
+    assert main(["dbsync", "--config-file", str(tmp_path / "nope.conf")]) == 2
+    assert "nope.conf" in capsys.readouterr().err
