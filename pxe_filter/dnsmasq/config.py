@@ -1,0 +1,182 @@
+"""Render the dnsmasq configuration, check it with ``dnsmasq --test``, install it atomically.
+
+The file dnsmasq reads is only ever replaced by a ``rename()`` of a complete file that
+dnsmasq itself accepted, so a bad option value or a broken template leaves the running
+configuration untouched.
+"""
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import jinja2
+from oslo_config import cfg
+
+from pxe_filter.dnsmasq import settings as settings_mod
+from pxe_filter.dnsmasq.settings import DnsmasqConfigError, DnsmasqSettings
+
+TEMPLATE_NAME = "dnsmasq.conf.j2"
+FILE_MODE = 0o644  # dnsmasq reads it as root, operators read it to debug
+_TEST_TIMEOUT = 30
+_SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+# Where the shipped template lives: the source tree (editable installs), then data dirs.
+_TEMPLATE_DIRS = (
+    Path(__file__).resolve().parents[2] / "etc" / "dnsmasq",
+    Path(sys.prefix) / "share" / "ironic-pxe-filter",
+    Path("/usr/local/share/ironic-pxe-filter"),
+    Path("/usr/share/ironic-pxe-filter"),
+    Path("/etc/ironic-pxe-filter"),
+)
+_LINE = re.compile(r"at line (\d+) of \S+")
+
+
+class DnsmasqTestFailed(DnsmasqConfigError):
+    """``dnsmasq --test`` refused the rendered configuration; carries dnsmasq's message."""
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
+
+
+def find_template(template: str | None = None) -> Path:
+    """The template file to render: ``template`` if given, else the shipped one."""
+    if template:
+        path = Path(template)
+        if not path.is_file():
+            raise DnsmasqConfigError(f"[dnsmasq]template {template!r} is not a readable file")
+        return path
+    for directory in _TEMPLATE_DIRS:
+        if (directory / TEMPLATE_NAME).is_file():
+            return directory / TEMPLATE_NAME
+    searched = ", ".join(str(d) for d in _TEMPLATE_DIRS)
+    raise DnsmasqConfigError(f"{TEMPLATE_NAME} not found in {searched}: install it there or "
+                             "set [dnsmasq]template")
+
+
+def find_dnsmasq(binary: str = "dnsmasq") -> str:
+    """Absolute path of the dnsmasq executable (PATH, then the sbin directories)."""
+    if os.path.isabs(binary):
+        if os.access(binary, os.X_OK):
+            return binary
+    else:
+        search = os.pathsep.join([os.environ.get("PATH", ""), *_SBIN])
+        found = shutil.which(binary, path=search)
+        if found:
+            return found
+    raise DnsmasqConfigError(f"dnsmasq executable {binary!r} not found: install dnsmasq-base "
+                             "or set [dnsmasq]binary")
+
+
+def render(settings: DnsmasqSettings, template: str | None = None) -> str:
+    """The configuration text for ``settings`` (validated values only)."""
+    path = find_template(template)
+    # Not HTML: autoescaping would corrupt values; injection is prevented by validating
+    # every value in settings.from_conf and by the control-character check below.
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(path.parent)), undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        autoescape=False)  # noqa: S701
+    try:
+        text = env.get_template(path.name).render(s=settings, settings=asdict(settings))
+    except jinja2.TemplateError as exc:
+        raise DnsmasqConfigError(f"cannot render {path}: {exc}") from None
+    if any(ord(c) < 32 and c not in "\n\t" for c in text):
+        raise DnsmasqConfigError(f"{path} produced control characters: refusing to use it")
+    return text
+
+
+def _quote_line(text: str, output: str) -> str:
+    found = _LINE.search(output)
+    if not found:
+        return ""
+    lines = text.splitlines()
+    number = int(found[1])
+    return f" (line {number}: {lines[number - 1]!r})" if 0 < number <= len(lines) else ""
+
+
+def check_file(path: str, binary: str = "dnsmasq", text: str | None = None) -> None:
+    """Run ``dnsmasq --test`` on ``path``; raise :class:`DnsmasqTestFailed` with its message."""
+    command = [find_dnsmasq(binary), "--test", f"--conf-file={path}"]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, check=False,
+                                timeout=_TEST_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DnsmasqConfigError(f"cannot run {command[0]} --test: {exc}") from None
+    # dnsmasq names the temporary file; the reader cares about the line, not that name.
+    output = " ".join((result.stderr + result.stdout).replace(path, "the configuration").split())
+    if result.returncode != 0:
+        where = _quote_line(text, output) if text is not None else ""
+        raise DnsmasqTestFailed(f"dnsmasq refused the configuration{where}: {output}", output)
+
+
+def check(text: str, binary: str = "dnsmasq") -> None:
+    """Check configuration ``text`` with ``dnsmasq --test`` from a private temporary file."""
+    with tempfile.TemporaryDirectory(prefix="dnsmasq-check-") as directory:
+        path = os.path.join(directory, "dnsmasq.conf")
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        check_file(path, binary, text)
+
+
+def install(text: str, path: str, binary: str = "dnsmasq") -> bool:
+    """Check ``text`` with dnsmasq and atomically make it ``path`` (0644); True if it changed.
+
+    On any failure ``path`` is left exactly as it was and the error is raised.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    data = text.encode()
+    try:
+        # A dotfile in the same directory, so the final rename() is atomic.
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                                   dir=directory)
+    except OSError as exc:
+        raise DnsmasqConfigError(f"cannot write in {directory}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fchmod(stream.fileno(), FILE_MODE)  # whatever the umask
+            os.fsync(stream.fileno())
+        check_file(tmp, binary, text)  # the very bytes that will be installed
+        try:
+            with open(path, "rb") as current:
+                if current.read() == data and os.stat(path).st_mode & 0o777 == FILE_MODE:
+                    return False
+        except FileNotFoundError:
+            pass
+        os.replace(tmp, path)
+        tmp = ""
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        return True
+    except OSError as exc:
+        raise DnsmasqConfigError(f"cannot install {path}: {exc.strerror or exc}") from None
+    finally:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def render_conf(conf: cfg.ConfigOpts) -> str:
+    """Validate the ``[dnsmasq]`` options of ``conf`` and render them (nothing written)."""
+    settings = settings_mod.from_conf(conf)
+    return render(settings, conf.dnsmasq.template)
+
+
+def render_and_install(conf: cfg.ConfigOpts, path: str | None = None) -> bool:
+    """Render, check and install to ``path`` (default ``[dnsmasq]config_file``); True if changed.
+
+    The daemon calls this at start and on SIGHUP, and reloads dnsmasq when it returns True.
+    Raises :class:`DnsmasqConfigError` (the old file kept) on any problem.
+    """
+    text = render_conf(conf)
+    return install(text, path or conf.dnsmasq.config_file, conf.dnsmasq.binary)

@@ -1,0 +1,88 @@
+"""The ``[dnsmasq]`` options: what the rendered dnsmasq configuration is made of.
+
+Values are plain strings here and validated all together by
+:func:`pxe_filter.dnsmasq.settings.from_conf`, so an operator sees every mistake at once with
+the option name and the offending value, instead of oslo.config's first failure.
+"""
+
+from oslo_config import cfg
+
+GROUP = "dnsmasq"
+
+dnsmasq_opts = [
+    cfg.StrOpt("config_file", default="/var/lib/ironic-pxe-filter/dnsmasq.conf",
+               help="Where the rendered dnsmasq configuration is installed (atomically, mode "
+                    "0644, only after 'dnsmasq --test' accepted it). The dnsmasq unit reads it."),
+    cfg.StrOpt("template",
+               help="Jinja2 template to render instead of the shipped dnsmasq.conf.j2."),
+    cfg.StrOpt("binary", default="dnsmasq",
+               help="dnsmasq executable used for 'dnsmasq --test' (searched in PATH, then "
+                    "/usr/sbin and /sbin, unless absolute)."),
+    cfg.StrOpt("mode", default="interface", choices=["interface", "relay"],
+               help="interface: serve the subnet of a local interface. relay: serve only "
+                    "requests forwarded by DHCP relays (spine/leaf); every range needs a "
+                    "netmask."),
+    cfg.StrOpt("interface",
+               help="Interface dnsmasq listens on. Required in interface mode; in relay mode "
+                    "optional (dnsmasq then listens on every interface)."),
+    cfg.MultiStrOpt("dhcp_ranges", default=[],
+                    help="IPv4 range 'start,end[,netmask][,tag]'; repeat the option for "
+                         "several ranges (one per relayed leaf). A tag is set on the clients of "
+                         "the range (set:TAG), shown by log-dhcp and usable in a custom "
+                         "template. At least one range is required. Example: "
+                         "192.0.2.100,192.0.2.200,255.255.255.0,leaf1"),
+    cfg.StrOpt("dhcp_range_v6",
+               help="Optional DHCPv6 range 'start,end[,prefix-length]' (prefix 64 to 128, "
+                    "default 64). Clients also need router advertisements with the M flag."),
+    cfg.StrOpt("lease_time", default="10m",
+               help="Lease time: seconds, or a number with s/m/h/d/w, or 'infinite'; at "
+                    "least 2 minutes."),
+    cfg.BoolOpt("sequential_ip", default=True,
+                help="Hand out addresses in order (dhcp-sequential-ip) rather than hashed "
+                     "from the MAC."),
+    cfg.BoolOpt("no_ping", default=False,
+                help="Do not ping an address before offering it (saves about 3 s per new "
+                     "lease; only safe when nothing else uses the range)."),
+    cfg.StrOpt("bios_bootfile", default="undionly.kpxe",
+               help="Boot file for legacy BIOS PXE clients (client arch 0). Empty: none."),
+    cfg.StrOpt("uefi_bootfile", default="snponly.efi",
+               help="Boot file for x86-64 UEFI PXE clients (client arch 7 and 9). Empty: none."),
+    cfg.StrOpt("uefi_arm64_bootfile",
+               help="Boot file for arm64 UEFI PXE clients (client arch 11). Unset: none."),
+    cfg.StrOpt("ipxe_script_url",
+               help="iPXE chaining: clients whose user class is 'iPXE' get this script URL, "
+                    "the others get the BIOS/UEFI boot file above (normally an iPXE build)."),
+    cfg.StrOpt("http_boot_url",
+               help="Boot URL for x86-64 UEFI HTTP boot clients (client arch 16)."),
+    cfg.StrOpt("tftp_root",
+               help="Serve TFTP from this directory (enable-tftp). Unset: boot files come "
+                    "from tftp_server or another TFTP server on this host."),
+    cfg.StrOpt("tftp_server",
+               help="IPv4 address of another TFTP server (next-server) for the boot files."),
+    cfg.StrOpt("ipv6_bootfile_url",
+               help="DHCPv6 boot file URL (option6:bootfile-url) for non-iPXE clients."),
+    cfg.StrOpt("dhcp_hostsdir",
+               help="Fallback for [pxe_filter]dhcp_hostsdir, which wins when set (both set "
+                    "to different directories is an error)."),
+    cfg.StrOpt("leasefile", default="/var/lib/ironic-inspection-dnsmasq/dnsmasq.leases",
+               help="dnsmasq's lease database."),
+    cfg.StrOpt("pid_file", default="/run/ironic-inspection-dnsmasq/dnsmasq.pid",
+               help="dnsmasq's pid file; empty: none."),
+    cfg.BoolOpt("log_dhcp", default=True,
+                help="Log every DHCP exchange (log-dhcp): useful to see why a MAC is refused."),
+    cfg.StrOpt("log_facility",
+               help="Syslog facility (e.g. DAEMON, LOCAL0), an absolute log file, or '-' for "
+                    "stderr. Unset: syslog facility DAEMON."),
+    cfg.StrOpt("user",
+               help="User dnsmasq drops privileges to. Unset: dnsmasq's built-in default."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """Register the ``[dnsmasq]`` options on ``conf`` (idempotent)."""
+    conf.register_opts(dnsmasq_opts, group=GROUP)
+
+
+def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    """Options for oslo-config-generator and docs."""
+    return [(GROUP, dnsmasq_opts)]

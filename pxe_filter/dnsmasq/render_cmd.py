@@ -1,0 +1,77 @@
+"""``ironic-pxe-filter render-dnsmasq-config``: write the dnsmasq configuration from ``[dnsmasq]``.
+
+Exit status: 0 written, unchanged or valid (``--check-only``); 1 the configuration was refused
+(by our checks or by ``dnsmasq --test``) or could not be written, the old file kept;
+2 bad usage or an unreadable configuration file.
+"""
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+from oslo_config import cfg
+
+from inspection.common.config import ConfigError, load
+from pxe_filter.dnsmasq import config, options
+from pxe_filter.dnsmasq.settings import DnsmasqConfigError
+
+PROG = "ironic-pxe-filter render-dnsmasq-config"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command's own argument parser."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Render the dnsmasq configuration from the [dnsmasq] options, check it "
+                    "with 'dnsmasq --test' and install it atomically (mode 0644). An invalid "
+                    "configuration is reported and the installed file is kept.")
+    parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
+                        help="configuration file (repeatable; later files win)")
+    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
+                        help="directory of *.conf files read after --config-file")
+    parser.add_argument("--output", metavar="PATH",
+                        help="where to write (default: [dnsmasq]config_file); '-' prints the "
+                             "checked configuration on stdout")
+    parser.add_argument("--check-only", action="store_true",
+                        help="render and check with dnsmasq, write nothing")
+    return parser
+
+
+def _register(conf: cfg.ConfigOpts) -> None:
+    # [pxe_filter]dhcp_hostsdir lives with the daemon's options; read it when they exist.
+    if importlib.util.find_spec("pxe_filter.conf") is not None:
+        importlib.import_module("pxe_filter.conf").register_opts(conf)
+    options.register_opts(conf)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    conf = cfg.ConfigOpts()
+    try:
+        _register(conf)
+        load(conf, args.config_file, args.config_dir)
+        text = config.render_conf(conf)
+        if args.check_only or args.output == "-":
+            config.check(text, conf.dnsmasq.binary)
+            if args.output == "-":
+                sys.stdout.write(text)
+            else:
+                print("dnsmasq configuration is valid (nothing written)")
+            return 0
+        path = args.output or conf.dnsmasq.config_file
+        changed = config.install(text, path, conf.dnsmasq.binary)
+    except ConfigError as exc:
+        print(f"{PROG}: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except DnsmasqConfigError as exc:
+        print(f"{PROG}: {exc}\n{PROG}: nothing was written", file=sys.stderr)
+        return 1
+    print(f"{path}: {'written' if changed else 'unchanged'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
