@@ -43,10 +43,12 @@ class _JsonEncoded(TypeDecorator):
 class JsonEncodedDict(_JsonEncoded):
     """A dict stored as JSON text."""
 
+    cache_ok = True
     empty = dict
 
 
 class JsonEncodedList(_JsonEncoded):
     """A list stored as JSON text."""
 
+    cache_ok = True
     empty = list

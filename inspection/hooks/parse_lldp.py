@@ -1,0 +1,48 @@
+"""parse-lldp: decode raw LLDP TLVs into ``plugin_data['parsed_lldp'][interface]``.
+
+TLVs come from ``plugin_data['lldp_raw'][name]`` or the inventory interface's ``lldp``. A
+TLV that is not valid hex or cannot be decoded is logged as a warning and skipped.
+"""
+
+import logging
+
+from inspection.hooks import inventory as inv
+from inspection.hooks import lldp
+from inspection.hooks.base import InspectionHook
+from inspection.processing.context import InspectionContext
+
+LOG = logging.getLogger(__name__)
+# Each LLDPDU belongs to one physical interface: more than this is not a real machine.
+MAX_INTERFACES = 64
+
+
+class ParseLLDPHook(InspectionHook):
+    """Make LLDP data readable for rules and operators."""
+
+    name = "parse-lldp"
+
+    def __call__(self, ctx: InspectionContext) -> None:
+        """Fill ``parsed_lldp`` for every interface that has LLDP data."""
+        interfaces = inv.interfaces(ctx.inventory)
+        if len(interfaces) > MAX_INTERFACES:
+            LOG.warning("Node %s reports %d interfaces; parsing LLDP of the first %d only",
+                        ctx.node_ident, len(interfaces), MAX_INTERFACES)
+            interfaces = interfaces[:MAX_INTERFACES]
+        parsed = {}
+        for iface in interfaces:
+            name = iface.get("name")
+            if not isinstance(name, str) or not name:
+                continue
+            tlvs = lldp.interface_tlvs(iface, ctx.plugin_data)
+            if tlvs is None:
+                LOG.debug("No LLDP data for interface %s of node %s", name, ctx.node_ident)
+                continue
+            info = lldp.parse_tlvs(tlvs)
+            for warning in info.warnings:
+                LOG.warning("Node %s, interface %s: LLDP %s", ctx.node_ident, name, warning)
+            if info.fields:
+                parsed[name] = info.fields
+        if parsed:
+            existing = ctx.plugin_data.get("parsed_lldp")
+            ctx.plugin_data["parsed_lldp"] = {**(existing if isinstance(existing, dict)
+                                                 else {}), **parsed}

@@ -1,0 +1,1 @@
+"""Processing of inspection data: the per-run context and (later) the pipeline."""
