@@ -85,8 +85,10 @@ inspection_rules_opts = [
     cfg.StrOpt("mask_secrets", default="always", choices=["always", "never", "sensitive"],
                help="Mask secrets in rule interpolation and logs: always, never, or only for "
                     "sensitive rules."),
-    cfg.ListOpt("supported_interfaces", default=["agent"],
-                help="Inspect interfaces for which rules run."),
+    cfg.ListOpt("supported_interfaces", default=["^(agent|inspector)$"],
+                help="Inspect interfaces for which rules run: names or regular expressions "
+                     "matched against the whole interface name ('.*' runs rules for every "
+                     "node). The default limits rules to in-band inspection."),
 ]
 
 api_opts = [

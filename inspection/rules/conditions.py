@@ -1,0 +1,173 @@
+"""The built-in conditions. Each is a function whose signature declares its arguments.
+
+Attributes set by :func:`_condition`: ``literal`` names arguments that are not interpolated
+(regular expressions, where ``{3}`` is a quantifier), ``checks`` maps an argument to a function
+validating a literal value at rule validation time (returns an error message or None).
+"""
+
+import functools
+import ipaddress
+import itertools
+import operator
+import re
+from collections.abc import Callable
+from typing import Any
+
+_TRUE = ("yes", "true")
+_FALSE = ("no", "false")
+
+
+class ConditionError(ValueError):
+    """A condition cannot be evaluated on these values (the rule does not match)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _regex(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
+@functools.lru_cache(maxsize=1024)
+def _network(subnet: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    return ipaddress.ip_network(subnet, strict=False)
+
+
+def check_regex(value: Any) -> str | None:
+    """Validation: None if ``value`` is a valid regular expression, else the problem."""
+    if not isinstance(value, str):
+        return "must be a string (a regular expression)"
+    try:
+        _regex(value)
+    except re.error as exc:
+        return f"invalid regular expression: {exc}"
+    return None
+
+
+def check_cidr(value: Any) -> str | None:
+    """Validation: None if ``value`` is an IPv4/IPv6 network such as 192.0.2.0/24."""
+    if not isinstance(value, str):
+        return "must be a string (a network such as 192.0.2.0/24)"
+    try:
+        _network(value)
+    except ValueError as exc:
+        return f"invalid network: {exc}"
+    return None
+
+
+def _condition(literal: tuple[str, ...] = (), **checks: Callable[[Any], str | None]):
+    def wrap(func):
+        func.literal = literal
+        func.checks = checks
+        return func
+    return wrap
+
+
+@_condition()
+def is_true(value):
+    """True for true booleans, non-zero numbers and "yes"/"true" in any case."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value != 0
+    return isinstance(value, str) and value.strip().lower() in _TRUE
+
+
+@_condition()
+def is_false(value):
+    """True for false booleans, zero, None and "no"/"false" in any case."""
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value == 0
+    return isinstance(value, str) and value.strip().lower() in _FALSE
+
+
+@_condition()
+def is_none(value):
+    """True if the value is None (null, or a missing field)."""
+    return value is None
+
+
+@_condition()
+def is_empty(value):
+    """True for None, an empty string, list or object."""
+    return value is None or (isinstance(value, (str, list, dict, tuple)) and not value)
+
+
+def _compare(op: Callable[[Any, Any], bool], values: tuple, force_strings: bool) -> bool:
+    if force_strings:
+        values = tuple(str(v) for v in values)
+    try:
+        return all(op(a, b) for a, b in itertools.pairwise(values))
+    except TypeError:
+        kinds = ", ".join(sorted({type(v).__name__ for v in values}))
+        raise ConditionError(f"cannot compare values of types {kinds} "
+                             f"(force_strings compares them as strings)") from None
+
+
+@_condition()
+def eq(*values, force_strings=False):
+    """True if all values are equal."""
+    return _compare(operator.eq, values, force_strings)
+
+
+@_condition()
+def lt(*values, force_strings=False):
+    """True if every value is less than the next one."""
+    return _compare(operator.lt, values, force_strings)
+
+
+@_condition()
+def gt(*values, force_strings=False):
+    """True if every value is greater than the next one."""
+    return _compare(operator.gt, values, force_strings)
+
+
+@_condition(subnet=check_cidr)
+def in_net(address, subnet):
+    """True if the address (or address/prefix) is in the subnet."""
+    if address is None or address == "":
+        return False
+    try:
+        network = _network(str(subnet))
+    except ValueError:
+        raise ConditionError("subnet is not a valid network") from None
+    try:
+        addr = ipaddress.ip_interface(str(address)).ip
+    except ValueError:
+        return False  # not an IP address (e.g. a host name): not in any network
+    return addr.version == network.version and addr in network
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else str(value)
+
+
+@_condition(literal=("regex",), regex=check_regex)
+def contains(value, regex):
+    """True if the value contains a match of the regular expression."""
+    text = _text(value)
+    return text is not None and _regex(regex).search(text) is not None
+
+
+@_condition(literal=("regex",), regex=check_regex)
+def matches(value, regex):
+    """True if the whole value matches the regular expression."""
+    text = _text(value)
+    return text is not None and _regex(regex).fullmatch(text) is not None
+
+
+@_condition(values=lambda v: None if isinstance(v, list) else "must be a list")
+def one_of(value, values):
+    """True if the value is one of the values (works for non-strings too)."""
+    if not isinstance(values, (list, tuple)):
+        raise ConditionError("values must be a list")
+    return value in values
+
+
+CONDITIONS: dict[str, Callable[..., bool]] = {
+    "is-true": is_true, "is-false": is_false, "is-none": is_none, "is-empty": is_empty,
+    "eq": eq, "lt": lt, "gt": gt, "in-net": in_net, "contains": contains,
+    "matches": matches, "one-of": one_of,
+}

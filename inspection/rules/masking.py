@@ -1,0 +1,64 @@
+"""Which keys hold secrets, and masked copies of data for logs, explain output and rules.
+
+A key is secret when its lower-cased name contains one of :data:`SECRET_WORDS`, or ends in
+one of :data:`SECRET_SUFFIXES` (``key`` alone would also hit ``keyboard`` or ``hotkey``-like
+names, so it counts only as a whole word or a ``_key``/``-key`` suffix).
+"""
+
+import functools
+import re
+from typing import Any
+
+MASK = "***"
+
+SECRET_WORDS = ("password", "passwd", "passphrase", "secret", "token", "credential",
+                "private_key", "privatekey", "api_key", "apikey", "auth_key", "psk")
+SECRET_SUFFIXES = ("_key", "-key", "_kg")
+
+_WORDS = re.compile("|".join(re.escape(w) for w in SECRET_WORDS))
+
+
+@functools.lru_cache(maxsize=4096)
+def is_secret_key(name: object) -> bool:
+    """True if a dict key with this name holds a secret."""
+    if not isinstance(name, str):
+        return False
+    lowered = name.lower()
+    return (lowered == "key" or _WORDS.search(lowered) is not None
+            or lowered.endswith(SECRET_SUFFIXES))
+
+
+def has_secrets(value: Any) -> bool:
+    """True if ``value`` (JSON-like) holds a secret key anywhere."""
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            if is_secret_key(key) or has_secrets(sub):
+                return True
+    elif isinstance(value, (list, tuple)):
+        return any(has_secrets(sub) for sub in value)
+    return False
+
+
+def masked(value: Any) -> Any:
+    """``value`` itself when it holds no secret, else a copy with every secret replaced."""
+    if not has_secrets(value):
+        return value
+    return _mask_copy(value)
+
+
+def _mask_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: (MASK if is_secret_key(key) and sub is not None else _mask_copy(sub))
+                for key, sub in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_mask_copy(sub) for sub in value]
+    return value
+
+
+def should_mask(mode: str, sensitive: bool) -> bool:
+    """Whether a rule reads masked data under ``[inspection_rules]mask_secrets = mode``."""
+    if mode == "never":
+        return False
+    if mode == "sensitive":
+        return not sensitive
+    return True  # "always", and any unexpected value fails safe

@@ -1,0 +1,68 @@
+"""mask_secrets always/never/sensitive: what rules read, and what people see."""
+
+import pytest
+
+from inspection.rules import RulesEngine
+from inspection.rules.masking import is_secret_key
+from tests.unit.rules.conftest import make_rule, run
+
+COPY = [{"op": "set-attribute", "args": ["/extra/copied", "{node.driver_info[ipmi_password]}"]},
+        {"op": "set-attribute", "args": ["/extra/info", "{node.driver_info}"]},
+        {"op": "set-plugin-data", "args": ["/inv", "{inventory[bmc_info]}"]}]
+
+
+@pytest.mark.parametrize(("mode", "sensitive", "sees_secrets"), [
+    ("always", False, False), ("always", True, False),
+    ("never", False, True), ("never", True, True),
+    ("sensitive", False, False), ("sensitive", True, True),
+])
+def test_what_actions_read(mode, sensitive, sees_secrets, inventory, node):
+    inventory = {**inventory, "bmc_info": {"bmc_password": "inv-pw", "user": "u"}}
+    data = {}
+    run([make_rule(actions=COPY, phase="main", sensitive=sensitive)], inventory, data,
+        node=node, mask=mode)
+    extra = node.node["extra"]
+    if sees_secrets:
+        assert extra["copied"] == "s3cret!"
+        assert extra["info"]["auth_token"] == "tok-8842"
+        assert data["inv"] == {"bmc_password": "inv-pw", "user": "u"}
+    else:
+        assert extra["copied"] == "***"
+        assert extra["info"] == {"ipmi_address": "192.168.25.31", "ipmi_username": "root",
+                                 "ipmi_password": "***", "auth_token": "***"}
+        assert data["inv"] == {"bmc_password": "***", "user": "u"}
+    assert node.node["driver_info"]["ipmi_password"] == "s3cret!"  # the source is untouched
+
+
+def test_conditions_see_masked_values_by_default(inventory, node):
+    cond = [{"op": "eq", "args": ["{node.driver_info[ipmi_password]}", "s3cret!"]}]
+    assert run([make_rule(cond, phase="main")], inventory, node=node) == []
+    assert run([make_rule(cond, phase="main")], inventory, node=node, mask="never")
+
+
+def test_explain_is_masked_even_when_rules_see_secrets(inventory, node):
+    rule = make_rule([{"op": "!is-empty", "args": ["{node.driver_info[ipmi_password]}"]}],
+                     [{"op": "set-attribute", "args": ["/extra/pw",
+                                                       "{node.driver_info[ipmi_password]}"]},
+                      {"op": "set-attribute", "args": ["/driver_info/redfish_password", "lit"]},
+                      {"op": "log", "args": ["{node.driver_info}"]}], phase="main")
+    report = RulesEngine("never").explain([rule], inventory, {}, node)[0]
+    assert report["would_run"] and report["conditions"][0]["result"] is True
+    text = repr(report)
+    assert "s3cret" not in text and "'lit'" not in text and "tok-8842" not in text
+    assert report["conditions"][0]["args"]["value"] == "***"
+    assert report["actions"][1]["args"] == {"path": "/driver_info/redfish_password",
+                                            "value": "***"}
+    assert node.node["extra"] == {}  # explain changes nothing
+
+
+@pytest.mark.parametrize(("key", "secret"), [
+    ("ipmi_password", True), ("bmc_password", True), ("auth_token", True),
+    ("redfish_password", True), ("snmp_auth_key", True), ("ipmi_kg", True),
+    ("client_secret", True), ("ssh_private_key", True), ("Credentials", True),
+    ("passwd", True), ("key", True), ("keyboard", False), ("ipmi_address", False),
+    ("ipmi_username", False), ("serial_number", False), ("monkey_business", False),
+    (3, False),
+])
+def test_secret_key_names(key, secret):
+    assert is_secret_key(key) is secret
