@@ -20,9 +20,9 @@ def init_threading_backend() -> None:
 
 def oslo_messaging_module() -> ModuleType:
     """Import oslo_messaging after selecting the threading backend."""
-    init_threading_backend()
     # futurist imports eventlet when it is installed, which warns although we never use it.
     warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+    init_threading_backend()
     import oslo_messaging  # noqa: PLC0415 - must follow backend selection
     return oslo_messaging
 

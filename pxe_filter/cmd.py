@@ -1,0 +1,122 @@
+"""``ironic-pxe-filter``: command line, logging, exit statuses (0 ok, 1 runtime, 2 config)."""
+
+import argparse
+import logging
+import os
+import sys
+import textwrap
+import warnings
+from collections.abc import Sequence
+
+from oslo_config import cfg
+
+from inspection.common import config, systemd
+from pxe_filter import conf as filter_conf
+
+LOG = logging.getLogger("pxe_filter")
+
+DEFAULT_CONFIG = "/etc/ironic-pxe-filter/ironic-pxe-filter.conf"
+
+
+def _options_help() -> str:
+    lines = ["configuration file options (read again on SIGHUP when marked 'reloadable'):"]
+    groups = filter_conf.list_opts()
+    groups[0] = ("DEFAULT", [*groups[0][1], cfg.StrOpt(
+        "transport_url", help="Message bus URL (e.g. rabbit://user:pass@host:5672/). When "
+                              "set, update_pxe_filters broadcasts are applied within "
+                              "milliseconds; unset, only the periodic sync runs.")])
+    for group, opts in groups:
+        lines.append(f"  [{group}]")
+        for opt in opts:
+            default = opt.sample_default if opt.sample_default is not None else opt.default
+            if isinstance(default, list):
+                default = ",".join(default)
+            extra = f" (default: {default})" if default not in (None, "") else ""
+            if opt.mutable:
+                extra += " (reloadable)"
+            text = textwrap.fill(f"{opt.help}{extra}", width=76, initial_indent="      ",
+                                 subsequent_indent="      ")
+            lines.append(f"    {opt.name}\n{text}")
+    lines.append("\nother commands:\n  ironic-pxe-filter render-dnsmasq-config --config-file F"
+                 "\n      render the [dnsmasq] options into dnsmasq's configuration (see its "
+                 "--help)")
+    lines.append("\nsignals: SIGHUP reloads and resyncs, SIGTERM/SIGINT stop (exit 0).")
+    lines.append("exit status: 0 stopped cleanly, 1 runtime error, 2 configuration error.")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (options, plus every configuration option in the epilog)."""
+    parser = argparse.ArgumentParser(
+        prog="ironic-pxe-filter",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Keep dnsmasq's --dhcp-hostsdir allow/deny files in step with the "
+                    "node/port database and apply update_pxe_filters broadcasts.",
+        epilog=_options_help())
+    parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
+                        help=f"configuration file (repeatable; later files win; default "
+                             f"{DEFAULT_CONFIG} when it exists and no --config-* is given)")
+    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
+                        help="directory of *.conf files read after --config-file")
+    parser.add_argument("--once", action="store_true",
+                        help="run one full sync and exit (1 if a file could not be written)")
+    parser.add_argument("--debug", action="store_true",
+                        help="log at DEBUG level (every sync, every MAC broadcast)")
+    return parser
+
+
+def setup_logging(debug: bool) -> None:
+    """Timestamped log lines on stderr (journald adds nothing, files need no rotation)."""
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO, stream=sys.stderr,
+        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    for noisy in ("amqp", "kombu", "oslo_messaging._drivers", "oslo.messaging._drivers",
+                  "oslo_service.backend"):
+        logging.getLogger(noisy).setLevel(logging.INFO if debug else logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["render-dnsmasq-config"]:
+        from pxe_filter.dnsmasq import render_cmd  # noqa: PLC0415 - only for this command
+
+        return render_cmd.main(argv[1:])
+    # oslo.service's threading backend imports futurist, which imports eventlet if present.
+    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+    args = build_parser().parse_args(argv)
+    setup_logging(args.debug)
+    from pxe_filter.daemon import Daemon, FatalError  # noqa: PLC0415 - after logging
+
+    files = args.config_file
+    if not files and not args.config_dir and os.path.exists(DEFAULT_CONFIG):
+        files = [DEFAULT_CONFIG]
+    conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
+    filter_conf.register_opts(conf)
+    daemon = Daemon(conf)
+    daemon.install_signal_handlers()
+    try:
+        try:
+            config.load(conf, files, args.config_dir)
+        except config.ConfigError as exc:
+            LOG.critical("Configuration error: %s", exc)
+            return 2
+        result = daemon.start(once=args.once)
+        if args.once or daemon.stopping:
+            return 1 if result.failed else 0
+        systemd.notify("READY=1", f"STATUS=ready: {result.allowed} MAC(s) allowed, "
+                                  f"{result.denied} denied, unknown "
+                                  f"{'allowed' if result.unknown_allowed else 'denied'}")
+        LOG.info("Ready")
+        daemon.run_loop()
+        LOG.info("Stopping on signal")
+        return 0
+    except FatalError as exc:
+        LOG.critical("%s", exc)
+        return exc.exit_code
+    finally:
+        daemon.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

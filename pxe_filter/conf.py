@@ -1,0 +1,43 @@
+"""Options of the ironic-pxe-filter daemon (names follow Ironic's ``[pxe_filter]`` group).
+
+Options re-read on SIGHUP are marked ``mutable``; the others need a restart.
+"""
+
+from oslo_config import cfg
+
+from inspection import conf as inspection_conf
+
+GROUP = "pxe_filter"
+
+pxe_filter_opts = [
+    cfg.StrOpt("dhcp_hostsdir",
+               help="Directory that dnsmasq reads with --dhcp-hostsdir. Must exist and be "
+                    "writable; the daemon writes one file per MAC in it and never deletes "
+                    "or recreates the directory. Required."),
+    cfg.IntOpt("sync_period", default=45, min=0, mutable=True,
+               help="Seconds between full synchronisations with the database; 0 disables "
+                    "the periodic sync (broadcasts and SIGHUP still apply)."),
+    cfg.ListOpt("supported_inspect_interfaces", default=["agent"], mutable=True,
+                help="Inspect interfaces whose nodes may PXE boot the inspection ramdisk: "
+                     "ports of nodes on inspection with one of these are allowed."),
+    cfg.BoolOpt("deny_unknown_macs", default=False, mutable=True,
+                help="Always refuse MACs that match no port, even during inspection or with "
+                     "auto-discovery enabled (which then cannot work)."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """Register the daemon's options and the shared ones it reads on ``conf``."""
+    inspection_conf.register_opts(conf)
+    conf.register_opts(pxe_filter_opts, group=GROUP)
+
+
+def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    """Options the daemon reads, for --help, docs and oslo-config-generator."""
+    shared = dict(inspection_conf.list_opts())
+    return [
+        ("DEFAULT", shared["DEFAULT"]),
+        ("database", shared["database"]),
+        ("auto_discovery", [o for o in shared["auto_discovery"] if o.name == "enabled"]),
+        (GROUP, pxe_filter_opts),
+    ]

@@ -1,0 +1,117 @@
+"""Desired state of the hostsdir: which MACs dnsmasq serves, computed from database rows.
+
+Pure functions, no I/O: the rules are exactly Ironic's (see FACTS.md) plus inspector's
+``deny_unknown_macs``. Sets rather than per-MAC objects, so that comparing 100k MACs with
+the files costs a few set operations in C.
+"""
+
+import logging
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from inspection.common import macs
+
+LOG = logging.getLogger(__name__)
+
+#: Provision states in which a node may PXE boot the inspection ramdisk.
+INSPECTION_STATES = frozenset(("inspect wait", "inspecting"))
+
+
+@dataclass
+class DesiredState:
+    """Canonical MACs to serve and to refuse, and the policy for every other MAC."""
+
+    allow: set[str] = field(default_factory=set)
+    deny: set[str] = field(default_factory=set)
+    unknown_allowed: bool = False
+    invalid: int = 0
+
+    def decision(self, mac: str) -> bool:
+        """True if dnsmasq should serve ``mac`` (a canonical MAC)."""
+        if mac in self.deny:
+            return False
+        return mac in self.allow or self.unknown_allowed
+
+    def set(self, mac: str, allow: bool) -> None:
+        """Force the decision for ``mac`` (a newer broadcast)."""
+        (self.allow if allow else self.deny).add(mac)
+        (self.deny if allow else self.allow).discard(mac)
+
+
+def nodes_on_inspection(nodes: Iterable[tuple[int, str | None, str | None]],
+                        supported_interfaces: Collection[str]) -> set[int]:
+    """Ids of nodes on inspection with a supported inspect interface.
+
+    ``nodes`` yields (id, provision_state, inspect_interface).
+    """
+    return {node_id for node_id, state, interface in nodes
+            if state in INSPECTION_STATES and interface in supported_interfaces}
+
+
+def compute(ports: Collection[tuple[str | None, int | None]], inspecting: Collection[int], *,
+            discovery_enabled: bool, deny_unknown_macs: bool) -> DesiredState:
+    """Desired state from ``ports`` (address, node_id) and the ids of nodes on inspection.
+
+    A MAC listed for several ports is denied as soon as one of them is denied, so the result
+    never depends on row order. Invalid addresses are logged and skipped.
+    """
+    if inspecting:
+        allow = {address for address, node_id in ports if node_id in inspecting}
+        deny = {address for address, node_id in ports if node_id not in inspecting}
+    else:
+        allow, deny = set(), {address for address, _ in ports}
+    allow, bad_allow = _normalise(allow)
+    deny, bad_deny = _normalise(deny)
+    allow -= deny
+    unknown = (discovery_enabled or bool(inspecting)) and not deny_unknown_macs
+    return DesiredState(allow=allow, deny=deny, unknown_allowed=unknown,
+                        invalid=bad_allow + bad_deny)
+
+
+def _all_canonical(values: set) -> bool:
+    """True if every value is a canonical MAC, checked in a few C-level passes.
+
+    A conservative shortcut for the common case (Ironic stores canonical MACs); when it says
+    False, each value is checked on its own.
+    """
+    count = len(values)
+    try:
+        joined = "\n".join(values) + "\n"
+    except TypeError:
+        return False  # not all strings
+    # Every value is 17 characters without a newline: newlines exactly every 18th character.
+    if len(joined) != 18 * count or joined.count("\n") != count \
+            or joined[17::18].count("\n") != count:
+        return False
+    if joined.translate(_DROP_CANONICAL_CHARS):
+        return False  # a character other than 0-9, a-f and ':'
+    if joined.count(":") != 5 * count:
+        return False
+    return all(joined[pos::18].count(":") == count for pos in (2, 5, 8, 11, 14))
+
+
+_DROP_CANONICAL_CHARS = str.maketrans("", "", "0123456789abcdef:\n")
+
+
+def _normalise(values: set) -> tuple[set[str], int]:
+    """``values`` in canonical form (in place when already canonical), and the invalid count."""
+    values.discard(None)
+    if _all_canonical(values):
+        return values, 0
+    odd = [value for value in values if not macs.is_canonical(value)]
+    invalid = 0
+    for value in odd:
+        values.discard(value)
+        try:
+            values.add(macs.normalize_mac(value))
+        except macs.InvalidMAC as exc:
+            invalid += 1
+            LOG.warning("Skipping a port with an invalid address in the database: %s", exc)
+    return values, invalid
+
+
+def merge_lists(allow: Iterable[str], deny: Iterable[str]) -> dict[str, bool]:
+    """A broadcast's lists as one policy map; a MAC in both lists is denied."""
+    result = dict.fromkeys(allow, True)
+    result.update(dict.fromkeys(deny, False))
+    return result

@@ -1,0 +1,200 @@
+"""The loop body: database snapshot -> desired state -> hostsdir, and broadcasts in between.
+
+Broadcasts and syncs are serialised by one lock, but the database is read outside it so a
+slow query never delays a broadcast. Each broadcast gets a sequence number; a sync remembers
+the number current when its snapshot was taken and keeps every broadcast decision made after
+it, so an older snapshot never undoes a newer broadcast.
+"""
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Engine
+
+from inspection.common import macs
+from pxe_filter import policy, source
+from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir
+
+LOG = logging.getLogger(__name__)
+
+#: Re-read every file's content this often (in syncs), to catch in-place edits by others
+#: that keep the inode; everything else is detected from directory entries alone.
+FULL_READ_EVERY = 100
+
+
+@dataclass
+class SyncResult:
+    """Outcome of one full sync."""
+
+    allowed: int = 0
+    denied: int = 0
+    written: int = 0
+    failed: int = 0
+    unknown_allowed: bool = False
+    duration: float = 0.0
+    invalid: int = 0
+    reread: int = 0
+    kept_broadcasts: int = 0
+    interrupted: bool = False
+
+    def summary(self) -> str:
+        """One log-friendly line."""
+        return (f"{self.allowed} allowed, {self.denied} denied, unknown MACs "
+                f"{'allowed' if self.unknown_allowed else 'denied'}; {self.written} file(s) "
+                f"written, {self.failed} failed, {self.reread} read, {self.invalid} invalid "
+                f"MAC(s) in the database; {self.duration:.3f} s")
+
+
+@dataclass
+class BroadcastResult:
+    """Outcome of one broadcast."""
+
+    allowed: int = 0
+    denied: int = 0
+    rejected: int = 0
+    written: int = 0
+    failed: int = 0
+
+
+class FilterSync:
+    """Keeps one hostsdir in step with the database and with broadcasts. Thread-safe."""
+
+    def __init__(self, engine: Engine, hostsdir_path: str, *,
+                 supported_interfaces: Collection[str] = ("agent",),
+                 discovery_enabled: bool = False, deny_unknown_macs: bool = False,
+                 should_stop: Callable[[], bool] = lambda: False) -> None:
+        self.engine = engine
+        self.hostsdir = HostsDir(hostsdir_path)
+        self.supported_interfaces = frozenset(supported_interfaces)
+        self.discovery_enabled = discovery_enabled
+        self.deny_unknown_macs = deny_unknown_macs
+        self.should_stop = should_stop
+        self._lock = threading.Lock()  # guards the hostsdir and the broadcast record
+        self._sync_lock = threading.Lock()  # one full sync at a time (snapshot order)
+        self._seq = 0
+        self._broadcasts: dict[str, tuple[int, bool]] = {}  # MAC -> (seq, allow)
+        self._syncs = 0
+
+    def configure(self, *, supported_interfaces: Collection[str],
+                  discovery_enabled: bool, deny_unknown_macs: bool) -> None:
+        """Apply re-read options (SIGHUP); the next full sync uses them."""
+        with self._lock:
+            self.supported_interfaces = frozenset(supported_interfaces)
+            self.discovery_enabled = discovery_enabled
+            self.deny_unknown_macs = deny_unknown_macs
+
+    def reread_files(self) -> None:
+        """Make the next full sync re-read the content of every file."""
+        with self._lock:
+            self.hostsdir.invalidate()
+
+    def write_deny_wildcard(self) -> None:
+        """Refuse unknown MACs now (start-up, before the first sync); raises OSError."""
+        with self._lock:
+            self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
+
+    def full_sync(self) -> SyncResult:
+        """Bring every file in line with the database; raises DatabaseError or OSError.
+
+        On a database error nothing is written. One file failing is counted in ``failed``
+        and retried next time; the others are still written.
+        """
+        with self._sync_lock:
+            return self._full_sync()
+
+    def _full_sync(self) -> SyncResult:
+        start = time.monotonic()
+        with self._lock:
+            snapshot_seq = self._seq
+            interfaces = self.supported_interfaces
+            discovery, deny_unknown = self.discovery_enabled, self.deny_unknown_macs
+        snap = source.read_snapshot(self.engine)
+        inspecting = policy.nodes_on_inspection(snap.nodes, interfaces)
+        desired = policy.compute(snap.ports, inspecting, discovery_enabled=discovery,
+                                 deny_unknown_macs=deny_unknown)
+        del snap
+        result = SyncResult(unknown_allowed=desired.unknown_allowed, invalid=desired.invalid)
+        with self._lock:
+            kept = self._merge_broadcasts(desired, snapshot_seq)
+            self._syncs += 1
+            if self._syncs % FULL_READ_EVERY == 0:
+                self.hostsdir.invalidate()
+            self.hostsdir.scan()
+            changes = self.hostsdir.changes(desired)
+            report = self.hostsdir.write_all(changes, self.should_stop)
+            result.reread = self.hostsdir.reread
+        result.allowed, result.denied = len(desired.allow), len(desired.deny)
+        result.written, result.failed = report.written, report.failed
+        result.kept_broadcasts, result.interrupted = kept, report.interrupted
+        result.duration = time.monotonic() - start
+        return result
+
+    def _merge_broadcasts(self, desired: policy.DesiredState, snapshot_seq: int) -> int:
+        """Overlay broadcasts newer than the snapshot; forget the older ones."""
+        kept = 0
+        for mac, (seq, allow) in list(self._broadcasts.items()):
+            if seq > snapshot_seq:
+                desired.set(mac, allow)
+                kept += 1
+            else:
+                del self._broadcasts[mac]
+        return kept
+
+    def apply_broadcast(self, allow: Iterable[object] | None = None,
+                        deny: Iterable[object] | None = None) -> BroadcastResult:
+        """Validate and normalise the MACs, then write their files; a MAC in both is denied.
+
+        Invalid entries (and a non-list argument) are logged, counted in ``rejected`` and
+        skipped; the valid ones are still applied.
+        """
+        good_allow, bad_allow = macs.split_valid(allow)
+        good_deny, bad_deny = macs.split_valid(deny)
+        result = BroadcastResult(rejected=len(bad_allow) + len(bad_deny))
+        for value in (*bad_allow, *bad_deny):
+            LOG.warning("Broadcast: rejected %s", _describe_invalid(value))
+        wanted = policy.merge_lists(good_allow, good_deny)
+        with self._lock:
+            self._seq += 1
+            changes = []
+            for mac, want in wanted.items():
+                self._broadcasts[mac] = (self._seq, want)
+                for name in self.hostsdir.names_for(mac):
+                    if (not self.hostsdir.loaded or self.hostsdir.state_of(name) is not want
+                            or not _same_file(self.hostsdir, name)):
+                        changes.append((name, mac, want))
+            changes.sort(key=lambda item: item[2])
+            report = self.hostsdir.write_all(changes)
+        result.allowed = sum(wanted.values())
+        result.denied = len(wanted) - result.allowed
+        result.written, result.failed = report.written, report.failed
+        if wanted or result.rejected:
+            LOG.info("Broadcast applied: %d allowed, %d denied, %d rejected; %d file(s) "
+                     "written, %d failed", result.allowed, result.denied, result.rejected,
+                     result.written, result.failed)
+            LOG.debug("Broadcast allowed %s, denied %s",
+                      sorted(m for m, a in wanted.items() if a),
+                      sorted(m for m, a in wanted.items() if not a))
+        return result
+
+
+def _same_file(hostsdir: HostsDir, name: str) -> bool:
+    """True if file ``name`` is still the one the cache describes (cheap lstat)."""
+    ino = hostsdir.inode_of(name)
+    if ino is None:
+        return False
+    try:
+        return os.lstat(os.path.join(hostsdir.path, name)).st_ino == ino
+    except OSError:
+        return False
+
+
+def _describe_invalid(value: object) -> str:
+    if isinstance(value, str):
+        return str(macs.InvalidMAC(value))
+    shown = repr(value)
+    return f"non-MAC value {shown[:61] + '...' if len(shown) > 64 else shown} " \
+           f"(expected a list of MAC strings)"

@@ -1,0 +1,218 @@
+"""The hostsdir writer against a real directory: atomic, content-based, never deleting."""
+
+import os
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+from pxe_filter.hostsdir import WILDCARD, HostsDir
+from pxe_filter.policy import DesiredState
+
+M1, M2, M3 = "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"
+ALLOW, DENY = "{}\n", "{},ignore\n"
+
+
+def _sync(hd: HostsDir, desired: DesiredState):
+    hd.scan()
+    return hd.write_all(hd.changes(desired))
+
+
+def _read(path, name):
+    return (path / name).read_text()
+
+
+@pytest.fixture
+def hd(tmp_path):
+    return HostsDir(str(tmp_path))
+
+
+def test_writes_canonical_lines_and_wildcard(tmp_path, hd):
+    report = _sync(hd, DesiredState(allow={M1}, deny={M2}, unknown_allowed=False))
+    assert report.written == 3 and report.failed == 0
+    assert _read(tmp_path, M1) == ALLOW.format(M1)
+    assert _read(tmp_path, M2) == DENY.format(M2)
+    assert _read(tmp_path, WILDCARD) == "*:*:*:*:*:*,ignore\n"
+    assert sorted(os.listdir(tmp_path)) == sorted([M1, M2, WILDCARD])  # no temp file left
+
+
+def test_second_sync_writes_nothing_and_reads_nothing(tmp_path, hd):
+    desired = DesiredState(allow={M1}, deny={M2})
+    _sync(hd, desired)
+    report = _sync(hd, desired)
+    assert report.written == 0 and hd.reread == 0
+
+
+def test_rewrite_replaces_the_file_atomically(tmp_path, hd):
+    _sync(hd, DesiredState(allow={M1}))
+    before = os.stat(tmp_path / M1).st_ino
+    _sync(hd, DesiredState(deny={M1}))
+    # A new inode means rename() replaced the file: dnsmasq never saw it truncated.
+    assert os.stat(tmp_path / M1).st_ino != before
+    assert _read(tmp_path, M1) == DENY.format(M1)
+
+
+def test_files_are_0644_whatever_the_umask(tmp_path, hd):
+    old = os.umask(0o077)
+    try:
+        _sync(hd, DesiredState(allow={M1}, deny={M2}))
+    finally:
+        os.umask(old)
+    for name in (M1, M2, WILDCARD):
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o644
+
+
+def test_first_scan_classifies_by_content_not_size(tmp_path, hd):
+    # Right sizes (18 and 25 bytes), wrong content: another MAC, a bogus option.
+    (tmp_path / M1).write_text(ALLOW.format(M2))
+    (tmp_path / M2).write_text(f"{M2},ignorX\n")
+    (tmp_path / M3).write_text(DENY.format(M3))  # already right: must not be rewritten
+    ino3 = os.stat(tmp_path / M3).st_ino
+    report = _sync(hd, DesiredState(allow={M1}, deny={M2, M3}))
+    assert _read(tmp_path, M1) == ALLOW.format(M1)
+    assert _read(tmp_path, M2) == DENY.format(M2)
+    assert os.stat(tmp_path / M3).st_ino == ino3
+    assert report.written == 3  # M1, M2 and the missing wildcard
+    assert hd.reread == 3
+
+
+def test_non_canonical_spellings_are_repaired_in_place(tmp_path, hd):
+    mac = "52:54:00:ab:cd:ef"
+    spellings = ["52:54:00:AB:CD:EF", "52-54-00-ab-cd-ef", "525400abcdef", "5254.00ab.cdef"]
+    for name in spellings:
+        (tmp_path / name).write_text(f"{name}\n")  # dnsmasq would serve the MAC through these
+    (tmp_path / "52-54-00-00-00-09").write_text("52-54-00-00-00-09\n")  # no port: unknown
+    _sync(hd, DesiredState(deny={mac}, unknown_allowed=False))
+    for name in spellings:
+        assert _read(tmp_path, name) == DENY.format(mac)
+    assert _read(tmp_path, mac) == DENY.format(mac)
+    assert _read(tmp_path, "52-54-00-00-00-09") == DENY.format("52:54:00:00:00:09")
+    # They follow later policy changes too.
+    _sync(hd, DesiredState(allow={mac}, unknown_allowed=True))
+    for name in spellings:
+        assert _read(tmp_path, name) == ALLOW.format(mac)
+    assert _read(tmp_path, "52-54-00-00-00-09") == ALLOW.format("52:54:00:00:00:09")
+
+
+def test_files_not_named_as_macs_are_left_alone(tmp_path, hd):
+    others = {"README": "hello\n", "hosts.conf": "52:54:00:00:00:01\n",
+              "52:54:00:00:01": "short\n", "52:54:00:00:00:01~": "backup\n",
+              ".hidden": "x\n", ".other.tmp": "y\n", "zz:zz:zz:zz:zz:zz": "z\n"}
+    for name, text in others.items():
+        (tmp_path / name).write_text(text)
+    before = {name: os.stat(tmp_path / name) for name in others}
+    _sync(hd, DesiredState(deny={M1}))
+    for name, text in others.items():
+        assert _read(tmp_path, name) == text
+        assert os.stat(tmp_path / name).st_ino == before[name].st_ino
+
+
+def test_files_without_port_follow_the_unknown_policy_and_are_never_deleted(tmp_path, hd):
+    (tmp_path / M3).write_text(ALLOW.format(M3))
+    _sync(hd, DesiredState(allow={M1}, unknown_allowed=False))
+    assert _read(tmp_path, M3) == DENY.format(M3)
+    _sync(hd, DesiredState(unknown_allowed=True))  # M1's port is gone
+    assert _read(tmp_path, M1) == ALLOW.format(M1)
+    assert _read(tmp_path, M3) == ALLOW.format(M3)
+    assert _read(tmp_path, WILDCARD) == "*:*:*:*:*:*\n"
+
+
+def test_stale_own_temp_files_are_removed_others_kept(tmp_path, hd):
+    ours = [f".{M1}.tmp", f".{WILDCARD}.tmp"]
+    theirs = [".foo.tmp", ".AA:BB:CC:DD:EE:FF.tmp", ".ironic-pxe-filter.lock"]
+    for name in ours + theirs:
+        (tmp_path / name).write_text("partial")
+    _sync(hd, DesiredState(deny={M1}))
+    names = set(os.listdir(tmp_path))
+    assert not names & set(ours)
+    assert set(theirs) <= names
+
+
+def test_detects_an_externally_replaced_file(tmp_path, hd):
+    desired = DesiredState(allow={M1}, deny={M2})
+    _sync(hd, desired)
+    replacement = tmp_path / "incoming"
+    replacement.write_text(ALLOW.format(M2))
+    os.rename(replacement, tmp_path / M2)  # somebody else's atomic replace
+    report = _sync(hd, desired)
+    assert hd.reread == 1 and report.written == 1
+    assert _read(tmp_path, M2) == DENY.format(M2)
+
+
+def test_a_vanished_file_is_recreated_when_the_database_names_it(tmp_path, hd):
+    (tmp_path / M3).write_text(DENY.format(M3))
+    _sync(hd, DesiredState(allow={M1}))
+    os.unlink(tmp_path / M1)
+    os.unlink(tmp_path / M3)  # no port: nothing to recreate
+    report = _sync(hd, DesiredState(allow={M1}))
+    assert report.failed == 0
+    assert _read(tmp_path, M1) == ALLOW.format(M1)
+    assert not (tmp_path / M3).exists()
+
+
+def test_symlink_named_as_mac_is_replaced_not_followed(tmp_path, hd):
+    target = tmp_path.parent / f"{tmp_path.name}-outside"
+    target.write_text("precious\n")
+    os.symlink(target, tmp_path / M1)
+    _sync(hd, DesiredState(deny={M1}))
+    assert target.read_text() == "precious\n"
+    assert not os.path.islink(tmp_path / M1)
+    assert _read(tmp_path, M1) == DENY.format(M1)
+
+
+def _chattr(flag, path):
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr not installed")
+    proc = subprocess.run(["chattr", flag, str(path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"chattr unsupported here: {proc.stderr.strip()}")
+
+
+def test_one_failing_file_fails_alone_and_is_retried(tmp_path, hd, caplog):
+    (tmp_path / M2).write_text(ALLOW.format(M2))
+    _chattr("+i", tmp_path / M2)  # immutable: even root cannot replace it
+    os.mkdir(tmp_path / M3)  # a directory squatting on a MAC's name
+    try:
+        desired = DesiredState(allow={M1}, deny={M2, M3})
+        report = _sync(hd, desired)
+        assert report.failed == 2 and report.written == 2  # M1 and the wildcard
+        assert _read(tmp_path, M1) == ALLOW.format(M1)
+        assert str(tmp_path / M2) in caplog.text and str(tmp_path / M3) in caplog.text
+        assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+        report = _sync(hd, desired)
+        assert report.failed == 2 and report.written == 0  # retried, still failing
+    finally:
+        _chattr("-i", tmp_path / M2)
+    os.rmdir(tmp_path / M3)
+    report = _sync(hd, desired)
+    assert report.failed == 0 and report.written == 2
+    assert _read(tmp_path, M2) == DENY.format(M2)
+    assert _read(tmp_path, M3) == DENY.format(M3)
+
+
+def test_stop_request_interrupts_between_files(tmp_path, hd):
+    desired = DesiredState(deny={f"52:54:00:00:01:{i:02x}" for i in range(50)})
+    hd.scan()
+    calls = []
+
+    def should_stop():
+        calls.append(1)
+        return len(calls) > 10
+
+    report = hd.write_all(hd.changes(desired), should_stop)
+    assert report.interrupted and report.written == 10
+    files = os.listdir(tmp_path)
+    assert len(files) == 10 and not [n for n in files if n.startswith(".")]
+    for name in files:
+        assert _read(tmp_path, name) == DENY.format(name)
+
+
+def test_invalidate_rereads_in_place_edits(tmp_path, hd):
+    desired = DesiredState(allow={M1})
+    _sync(hd, desired)
+    with open(tmp_path / M1, "r+") as f:  # same inode: invisible to a normal scan
+        f.write(DENY.format(M1))
+    hd.invalidate()
+    report = _sync(hd, desired)
+    assert report.written == 1 and _read(tmp_path, M1) == ALLOW.format(M1)
