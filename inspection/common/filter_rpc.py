@@ -27,18 +27,20 @@ def target(server: str | None = None, fanout: bool = False):
                             fanout=fanout)
 
 
-def broadcast(transport, allow: Iterable[str] = (), deny: Iterable[str] = ()) -> None:
+def broadcast(transport, allow: Iterable[str] = (), deny: Iterable[str] = (),
+              retry: int | None = None) -> None:
     """Fanout-cast ``update_pxe_filters`` to every filter daemon on ``transport``.
 
     MACs are validated and normalised here too, so a sender bug is reported at its source;
-    raises :class:`inspection.common.macs.InvalidMAC` for the first invalid MAC.
+    raises :class:`inspection.common.macs.InvalidMAC` for the first invalid MAC. ``retry``
+    bounds reconnection attempts (oslo.messaging: None retries forever, 0 never).
     """
     allow_list = [macs.normalize_mac(m) for m in allow]
     deny_list = [macs.normalize_mac(m) for m in deny]
     if not allow_list and not deny_list:
         return
     messaging = oslo_messaging_module()
-    client = messaging.get_rpc_client(transport, target(fanout=True))
+    client = messaging.get_rpc_client(transport, target(fanout=True), retry=retry)
     client.cast({}, METHOD, allow=allow_list, deny=deny_list)
     LOG.debug("Broadcast %s: allow %d MAC(s), deny %d MAC(s)", METHOD, len(allow_list),
               len(deny_list))

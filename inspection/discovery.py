@@ -1,0 +1,110 @@
+"""Auto-discovery: enroll a machine that no node matches, exactly once.
+
+The new node and a port for each of the machine's MACs are inserted in ONE committed
+transaction. Two callbacks from the same machine (even at the same moment, in different
+processes) share MACs, so the unique constraint on ``ports.address`` makes the second
+transaction fail; it then looks the machine up again and finds the first node, which is
+not waiting for inspection data, so the duplicate gets the generic not-found.
+"""
+
+import logging
+import uuid as uuidlib
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from oslo_config import cfg
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from inspection.db.engine import session_scope
+from inspection.db.models import ENROLL, Node, Port
+from inspection.errors import NotFound, UnknownMachine
+from inspection.locking import is_lock_conflict
+from inspection.lookup import LookupData, lookup_node
+
+LOG = logging.getLogger(__name__)
+
+#: The inspect interface of discovered nodes (Ironic's default for in-band inspection).
+DEFAULT_INSPECT_INTERFACE = "agent"
+# Deadlocks between concurrent enrollments are possible on server databases; retrying the
+# lookup then finds the winner's node.
+_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Found:
+    """The node a callback belongs to, and whether this call just enrolled it."""
+
+    node_id: int
+    node_uuid: str
+    created: bool
+
+
+def enroll_node(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
+                pxe_mac: str | None = None) -> Found:
+    """Create the node and its ports in one committed transaction.
+
+    Raises :class:`sqlalchemy.exc.IntegrityError` when a port with one of the MACs already
+    exists (another callback won the race). ``pxe_mac`` (normalised) marks which port
+    boots over PXE; without it every port is marked PXE-enabled.
+    """
+    if not data.macs:
+        raise NotFound("cannot enroll a machine without a valid MAC address")
+    properties = {}
+    if conf.auto_discovery.inspection_scope:
+        properties["inspection_scope"] = conf.auto_discovery.inspection_scope
+    node_uuid = str(uuidlib.uuid4())
+    with session_scope(sessionmaker(engine)) as session:
+        node = Node(uuid=node_uuid, driver=conf.auto_discovery.driver, driver_info={},
+                    driver_internal_info={}, properties=properties, extra={},
+                    instance_info={}, provision_state=ENROLL, auto_discovered=True,
+                    inspect_interface=DEFAULT_INSPECT_INTERFACE)
+        session.add(node)
+        session.flush()
+        # Sorted, so that concurrent enrollments take the unique index locks in one order.
+        for mac in sorted(data.macs):
+            session.add(Port(uuid=str(uuidlib.uuid4()), address=mac, node_id=node.id,
+                             pxe_enabled=pxe_mac is None or mac == pxe_mac, extra={},
+                             local_link_connection={}, internal_info={}))
+        session.flush()
+        node_id = node.id
+    LOG.info("Auto-discovery: enrolled node %s (driver %s) for MACs %s", node_uuid,
+             conf.auto_discovery.driver, ", ".join(data.macs))
+    return Found(node_id, node_uuid, created=True)
+
+
+def _lookup(engine: Engine, data: LookupData) -> Found:
+    session: Session
+    with session_scope(sessionmaker(engine)) as session:
+        node = lookup_node(session, data)
+        return Found(node.id, node.uuid, created=False)
+
+
+def lookup_or_discover(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
+                       pxe_mac: str | None = None) -> Found:
+    """The node for ``data``: looked up, or enrolled when unknown and discovery is enabled.
+
+    Raises :class:`~inspection.errors.NotFound` (generic message) otherwise, including for a
+    duplicate callback that lost the enrollment race.
+    """
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            return _lookup(engine, data)
+        except UnknownMachine:
+            if not conf.auto_discovery.enabled:
+                raise
+        try:
+            return enroll_node(engine, conf, data, pxe_mac)
+        except sa.exc.IntegrityError:
+            LOG.info("Auto-discovery: another callback enrolled MACs %s first; looking up "
+                     "again", ", ".join(data.macs))
+        except sa.exc.OperationalError as exc:
+            if not is_lock_conflict(exc) or attempt == _ATTEMPTS:
+                raise
+            LOG.info("Auto-discovery: lock conflict while enrolling (%s); retrying", exc.orig)
+    # The winner's node now exists, so this lookup ends in a node or a generic not-found.
+    try:
+        return _lookup(engine, data)
+    except UnknownMachine as exc:
+        # Only if the winner's node vanished again: do not loop forever.
+        raise NotFound("the node enrolled by a concurrent callback disappeared") from exc

@@ -1,0 +1,132 @@
+"""Starting and aborting in-band inspection of a node.
+
+Starting: resolve the node's BMC addresses into the lookup cache, move it to ``inspect wait``
+and open the PXE filters for its MACs. Aborting: ``inspect failed``, cache cleared, filters
+closed. Both run under the node's reservation and broadcast only after committing, so a
+filter that re-syncs from the database at that moment agrees with the broadcast.
+"""
+
+import logging
+import uuid as uuidlib
+
+from oslo_config import cfg
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm.attributes import set_committed_value
+
+from inspection import bmc, locking
+from inspection.db.engine import session_scope
+from inspection.db.models import (
+    INSPECT_FAILED,
+    INSPECT_WAIT,
+    MANAGEABLE,
+    Node,
+    Port,
+    utcnow,
+)
+from inspection.errors import InvalidState, NotFound
+from inspection.notifier import FilterNotifier
+
+LOG = logging.getLogger(__name__)
+
+#: States from which inspection may start (Ironic's "inspect" transition).
+STARTABLE_STATES = (MANAGEABLE, INSPECT_FAILED)
+ABORTED_MESSAGE = "Inspection was aborted by request."
+
+
+def find_node_id(engine: Engine, ident: str) -> int:
+    """The id of the node whose UUID or name is ``ident``; :class:`NotFound` otherwise."""
+    column = Node.uuid if _is_uuid(ident) else Node.name
+    with engine.connect() as conn:
+        node_id = conn.execute(select(Node.id).where(column == ident)).scalar()
+    if node_id is None:
+        raise NotFound(f"node {ident} not found", message=f"Node {ident} could not be found")
+    return node_id
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuidlib.UUID(value)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
+def port_macs(session: Session, node_id: int) -> list[str]:
+    """MACs of the node's ports."""
+    return sorted(a for a in session.scalars(select(Port.address)
+                                              .where(Port.node_id == node_id)) if a)
+
+
+def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
+                     notifier: FilterNotifier, resolver: bmc.Resolver = bmc.system_resolver
+                     ) -> Node:
+    """Put the node in ``inspect wait`` ready for the ramdisk's data; returns it (detached).
+
+    Raises :class:`NotFound`, :class:`~inspection.errors.NodeLocked` or
+    :class:`InvalidState` (not ``manageable`` nor ``inspect failed``).
+    """
+    node_id = find_node_id(engine, ident)
+    with (locking.reserved(engine, node_id, conf.host),
+          session_scope(sessionmaker(engine, expire_on_commit=False)) as session):
+        node = session.get(Node, node_id)
+        if node is None:
+            raise NotFound(f"node {ident} vanished", message=f"Node {ident} could not "
+                                                             f"be found")
+        if node.provision_state not in STARTABLE_STATES:
+            raise InvalidState(
+                f"Node {node.uuid} is in state {node.provision_state!r}: inspection "
+                f"starts only from {' or '.join(repr(s) for s in STARTABLE_STATES)}")
+        addresses = bmc.bmc_addresses(node.driver_info, resolver)
+        if not addresses:
+            LOG.info("Node %s has no usable BMC address: the ramdisk can only find it "
+                     "by MAC or UUID", node.uuid)
+        node.driver_internal_info = {**(node.driver_internal_info or {}),
+                                     bmc.CACHE_KEY: addresses}
+        node.provision_state = INSPECT_WAIT
+        node.target_provision_state = MANAGEABLE
+        node.inspection_started_at = utcnow()
+        node.inspection_finished_at = None
+        node.last_error = None
+        macs = port_macs(session, node_id)
+    set_committed_value(node, "reservation", None)  # released on leaving the block
+    LOG.info("Inspection of node %s started; BMC addresses for lookup: %s", node.uuid,
+             ", ".join(addresses) or "none")
+    notifier.allow(macs)
+    return node
+
+
+def fail_inspection(session: Session, node: Node, message: str) -> list[str]:
+    """Move ``node`` to ``inspect failed`` with ``message`` (not committed); returns its MACs.
+
+    The caller holds the reservation, commits, then broadcasts ``deny`` for the MACs.
+    """
+    info = dict(node.driver_internal_info or {})
+    info.pop(bmc.CACHE_KEY, None)
+    node.driver_internal_info = info
+    node.provision_state = INSPECT_FAILED
+    node.target_provision_state = None
+    node.last_error = message
+    node.inspection_finished_at = None
+    return port_macs(session, node.id)
+
+
+def abort_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
+                     notifier: FilterNotifier) -> Node:
+    """Abort a node's inspection (``inspect wait`` -> ``inspect failed``); returns it."""
+    node_id = find_node_id(engine, ident)
+    with (locking.reserved(engine, node_id, conf.host),
+          session_scope(sessionmaker(engine, expire_on_commit=False)) as session):
+        node = session.get(Node, node_id)
+        if node is None:
+            raise NotFound(f"node {ident} vanished", message=f"Node {ident} could not "
+                                                             f"be found")
+        if node.provision_state != INSPECT_WAIT:
+            raise InvalidState(f"Node {node.uuid} is in state {node.provision_state!r}: "
+                               f"only inspection in {INSPECT_WAIT!r} can be aborted")
+        macs = fail_inspection(session, node, ABORTED_MESSAGE)
+    set_committed_value(node, "reservation", None)
+    LOG.info("Inspection of node %s aborted", node.uuid)
+    notifier.deny(macs)
+    return node

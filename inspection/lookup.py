@@ -1,0 +1,156 @@
+"""Find the one node that the ramdisk's inspection data belongs to.
+
+Inputs: an optional node UUID, the MACs of the inventory's interfaces and the BMC addresses
+the ramdisk reports. The UUID and the MACs identify a node in any state; BMC addresses only
+match nodes in ``inspect wait`` (against the cache written when inspection started). The
+node must be in ``inspect wait``. Zero or several matches raise one generic
+:class:`~inspection.errors.NotFound`; the reason goes to the log only.
+
+Queries stay cheap with many waiting nodes: MACs use the unique index on ``ports.address``,
+and BMC addresses are matched in SQL on the JSON text of ``driver_internal_info`` (the
+quoted address) among waiting nodes, then verified exactly on the few candidates.
+"""
+
+import logging
+import uuid as uuidlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sqlalchemy import Text, or_, select, type_coerce
+from sqlalchemy.orm import Session
+
+from inspection import bmc
+from inspection.common.macs import InvalidMAC, normalize_mac
+from inspection.db.models import INSPECT_WAIT, Node, Port
+from inspection.errors import BadRequest, NotFound, UnknownMachine
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class LookupData:
+    """What the ramdisk told us about itself, validated and normalised."""
+
+    node_uuid: str | None = None
+    macs: list[str] = field(default_factory=list)
+    bmc_addresses: list[str] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, node_uuid: object = None, macs: Iterable[object] = (),
+              bmc_addresses: Iterable[object] = ()) -> "LookupData":
+        """Validate raw input; :class:`BadRequest` if nothing usable is left."""
+        uuid_text = None
+        if node_uuid not in (None, ""):
+            try:
+                uuid_text = str(uuidlib.UUID(str(node_uuid)))
+            except ValueError:
+                raise BadRequest("node_uuid is not a valid UUID") from None
+        valid: list[str] = []
+        for mac in macs or ():
+            try:
+                normalized = normalize_mac(mac)
+            except InvalidMAC:
+                LOG.warning("Lookup: ignoring invalid MAC address %r", mac)
+                continue
+            if normalized not in valid:
+                valid.append(normalized)
+        data = cls(uuid_text, valid, bmc.reported_addresses(*(bmc_addresses or ())))
+        if not (data.node_uuid or data.macs or data.bmc_addresses):
+            raise BadRequest("The inspection data has no valid MAC address, BMC address or "
+                             "node UUID to find the node by")
+        return data
+
+    def describe(self) -> str:
+        """For log lines."""
+        return (f"node_uuid={self.node_uuid}, MACs={','.join(self.macs) or '-'}, "
+                f"BMC={','.join(self.bmc_addresses) or '-'}")
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def nodes_by_bmc(session: Session, addresses: Iterable[str]) -> set[int]:
+    """IDs of nodes in ``inspect wait`` whose cached BMC addresses include one of these."""
+    wanted = {a for a in addresses if a}
+    if not wanted:
+        return set()
+    # JSON text holds each cached address as a quoted string; the LIKE pre-filter runs in
+    # the database, the exact check below only sees the (usually one) candidate.
+    text = type_coerce(Node.driver_internal_info, Text)
+    patterns = [text.like(f'%"{_like_escape(a)}"%', escape="\\")
+                for a in sorted(wanted)]
+    rows = session.execute(
+        select(Node.id, Node.driver_internal_info)
+        .where(Node.provision_state == INSPECT_WAIT, or_(*patterns)))
+    return {node_id for node_id, info in rows if bmc.cached_addresses(info) & wanted}
+
+
+def nodes_by_macs(session: Session, macs: Iterable[str]) -> set[int]:
+    """IDs of nodes owning a port with one of these MACs (any state)."""
+    wanted = sorted(set(macs))
+    if not wanted:
+        return set()
+    return set(session.scalars(
+        select(Port.node_id).where(Port.address.in_(wanted), Port.node_id.is_not(None))
+        .distinct()))
+
+
+def lookup_node(session: Session, data: LookupData) -> Node:
+    """The one node in ``inspect wait`` matching ``data``.
+
+    Raises :class:`UnknownMachine` when nothing at all matches (the only case in which a
+    machine may be auto-discovered), :class:`NotFound` for conflicts or a node in another
+    state; both with the same generic message.
+    """
+    decided: int | None = None
+    if data.node_uuid:
+        decided = session.scalars(select(Node.id).where(Node.uuid == data.node_uuid)).first()
+        if decided is None:
+            raise _not_found(data, "no node has this UUID")
+
+    by_mac = nodes_by_macs(session, data.macs)
+    if len(by_mac) > 1:
+        raise _not_found(data, f"the MACs belong to {len(by_mac)} different nodes "
+                               f"({_uuids(session, by_mac)})", level=logging.WARNING)
+    if by_mac:
+        (mac_node,) = by_mac
+        if decided is not None and decided != mac_node:
+            raise _not_found(data, f"the UUID and the MACs designate different nodes "
+                                   f"({_uuids(session, {decided, mac_node})})",
+                             level=logging.WARNING)
+        decided = mac_node
+
+    by_bmc = nodes_by_bmc(session, data.bmc_addresses)
+    if decided is not None:
+        # The UUID or a MAC decides among nodes sharing a BMC address, but a BMC address
+        # cached only on other nodes contradicts it.
+        if by_bmc and decided not in by_bmc:
+            raise _not_found(data, f"the BMC address belongs to other waiting node(s) "
+                                   f"({_uuids(session, by_bmc)})", level=logging.WARNING)
+    elif len(by_bmc) > 1:
+        raise _not_found(data, f"the BMC address is cached on {len(by_bmc)} waiting nodes "
+                               f"({_uuids(session, by_bmc)})", level=logging.WARNING)
+    elif by_bmc:
+        (decided,) = by_bmc
+    else:
+        LOG.info("Lookup: no node matches %s", data.describe())
+        raise UnknownMachine("no node matches")
+
+    node = session.get(Node, decided)
+    if node is None:  # deleted between the queries
+        raise _not_found(data, "the matching node was just deleted")
+    if node.provision_state != INSPECT_WAIT:
+        raise _not_found(data, f"node {node.uuid} matches but is in state "
+                               f"{node.provision_state!r}, not {INSPECT_WAIT!r}")
+    LOG.info("Lookup: %s is node %s", data.describe(), node.uuid)
+    return node
+
+
+def _uuids(session: Session, ids: set[int]) -> str:
+    return ", ".join(sorted(session.scalars(select(Node.uuid).where(Node.id.in_(ids)))))
+
+
+def _not_found(data: LookupData, reason: str, level: int = logging.INFO) -> NotFound:
+    LOG.log(level, "Lookup: no single node for %s: %s", data.describe(), reason)
+    return NotFound(reason)

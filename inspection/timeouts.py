@@ -1,0 +1,121 @@
+"""The periodic task that fails inspections waiting too long for the ramdisk's data.
+
+Safe in several processes at once (the HA spec's singleton task without a leader election):
+each candidate node is reserved first, nodes reserved by anyone else are skipped until the
+next run, and the state and start time are checked again under the reservation, so a node
+that was processed or restarted meanwhile is left alone.
+"""
+
+import logging
+import threading
+from datetime import datetime, timedelta
+
+from oslo_config import cfg
+from sqlalchemy import and_, or_, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import sessionmaker
+
+from inspection import locking
+from inspection.db.engine import session_scope
+from inspection.db.models import INSPECT_WAIT, Node, utcnow
+from inspection.errors import NodeLocked, NotFound
+from inspection.inspect_control import fail_inspection
+from inspection.notifier import FilterNotifier
+
+LOG = logging.getLogger(__name__)
+
+
+def _started(node: Node) -> datetime | None:
+    # Nodes put in inspect wait by older tools may lack inspection_started_at.
+    return node.inspection_started_at or node.updated_at or node.created_at
+
+
+def _timed_out_filter(cutoff: datetime):
+    return and_(Node.provision_state == INSPECT_WAIT,
+                or_(Node.inspection_started_at < cutoff,
+                    and_(Node.inspection_started_at.is_(None),
+                         or_(Node.updated_at < cutoff,
+                             and_(Node.updated_at.is_(None), Node.created_at < cutoff)))))
+
+
+def fail_timed_out(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier,
+                   now: datetime | None = None) -> list[str]:
+    """Fail every node in ``inspect wait`` for longer than the timeout; returns their UUIDs."""
+    timeout = conf.inspector.inspect_wait_timeout
+    if not timeout:
+        return []
+    now = now or utcnow()
+    cutoff = now - timedelta(seconds=timeout)
+    with engine.connect() as conn:
+        candidates = conn.execute(select(Node.id).where(_timed_out_filter(cutoff),
+                                                        Node.reservation.is_(None))
+                                  .order_by(Node.id)).scalars().all()
+    failed: list[str] = []
+    for node_id in candidates:
+        try:
+            node_uuid = _fail_one(engine, conf, notifier, node_id, cutoff=cutoff,
+                                  timeout=timeout)
+        except (NodeLocked, NotFound):
+            LOG.debug("Inspection timeout: node %s is busy or gone; next run", node_id)
+            continue
+        except Exception:
+            # One broken node must not stop the others from timing out.
+            LOG.exception("Inspection timeout: could not fail node %s", node_id)
+            continue
+        if node_uuid:
+            failed.append(node_uuid)
+    return failed
+
+
+def _fail_one(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier, node_id: int,
+              *, cutoff: datetime, timeout: int) -> str | None:
+    with (locking.reserved(engine, node_id, conf.host),
+          session_scope(sessionmaker(engine)) as session):
+        node = session.get(Node, node_id)
+        started = _started(node) if node else None
+        if node is None or node.provision_state != INSPECT_WAIT or started is None \
+                or started >= cutoff:
+            return None  # processed or restarted since the query
+        message = (f"Timeout reached while inspecting the node: no inspection data "
+                   f"received within {timeout} seconds of the start of inspection at "
+                   f"{started.isoformat(sep=' ', timespec='seconds')} UTC")
+        macs = fail_inspection(session, node, message)
+        node_uuid = node.uuid
+    LOG.warning("Node %s: %s", node_uuid, message)
+    notifier.deny(macs)
+    return node_uuid
+
+
+class TimeoutTask:
+    """Runs :func:`fail_timed_out` every ``interval`` seconds until stopped."""
+
+    def __init__(self, engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier,
+                 interval: float = 60.0) -> None:
+        self.engine, self.conf, self.notifier = engine, conf, notifier
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> list[str]:
+        """One pass; errors are logged, never raised, so the loop survives a database blip."""
+        try:
+            return fail_timed_out(self.engine, self.conf, self.notifier)
+        except Exception:
+            LOG.exception("Inspection timeout task failed; retrying in %s s", self.interval)
+            return []
+
+    def start(self) -> None:
+        """Run in a daemon thread."""
+        self._thread = threading.Thread(target=self._loop, name="inspect-wait-timeout",
+                                        daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.run_once()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the loop and wait for a running pass to finish."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)

@@ -1,0 +1,120 @@
+"""Node reservations against a concurrent holder, on every backend."""
+
+import threading
+import time
+from datetime import datetime
+
+import pytest
+import sqlalchemy as sa
+
+from inspection import locking
+from inspection.db import migration
+from inspection.db.engine import create_engine
+from inspection.db.models import Node
+from inspection.errors import NodeLocked, NotFound
+from tests.integration.node_factory import add_node, node_row
+
+
+def test_reserve_and_release(db_engine):
+    node = add_node(db_engine, updated_at=datetime(2026, 1, 2, 3, 4, 5))
+    with locking.reserved(db_engine, node["id"], "host-a"):
+        assert node_row(db_engine, node["id"]).reservation == "host-a"
+    row = node_row(db_engine, node["id"])
+    assert row.reservation is None
+    # A reservation is not a change of the node: updated_at stays.
+    assert row.updated_at == datetime(2026, 1, 2, 3, 4, 5)
+
+
+def test_released_when_the_block_fails(db_engine):
+    node = add_node(db_engine)
+    with pytest.raises(RuntimeError), locking.reserved(db_engine, node["id"], "host-a"):
+        raise RuntimeError("boom")
+    assert node_row(db_engine, node["id"]).reservation is None
+
+
+def test_node_held_by_another_process_is_busy_and_untouched(db_url, db_engine):
+    node = add_node(db_engine)
+    # The concurrent holder (e.g. an Ironic conductor) uses its own engine and connection.
+    conductor = create_engine(db_url)
+    try:
+        locking.acquire(conductor, node["id"], "conductor-1")
+        started = time.monotonic()
+        with pytest.raises(NodeLocked) as exc, locking.reserved(db_engine, node["id"], "me"):
+            pytest.fail("entered a block on a node somebody else holds")
+        assert time.monotonic() - started < 2
+        assert exc.value.code == 409 and exc.value.holder == "conductor-1"
+        assert node["uuid"] not in str(exc.value)
+        # Our failed attempt did not steal or clear the holder's reservation.
+        assert node_row(db_engine, node["id"]).reservation == "conductor-1"
+        assert locking.release(db_engine, node["id"], "me") is False
+        assert node_row(db_engine, node["id"]).reservation == "conductor-1"
+        locking.release(conductor, node["id"], "conductor-1")
+        with locking.reserved(db_engine, node["id"], "me"):
+            assert node_row(conductor, node["id"]).reservation == "me"
+    finally:
+        conductor.dispose()
+
+
+def test_only_one_of_many_concurrent_contenders_wins(db_url, db_engine):
+    node = add_node(db_engine)
+    engines = [create_engine(db_url) for _ in range(6)]
+    barrier = threading.Barrier(len(engines))
+    outcomes: dict[str, str] = {}
+
+    def contend(index, engine):
+        barrier.wait()
+        try:
+            locking.acquire(engine, node["id"], f"host-{index}")
+            outcomes[f"host-{index}"] = "won"
+        except NodeLocked as exc:
+            outcomes[f"host-{index}"] = f"busy:{exc.holder}"
+
+    threads = [threading.Thread(target=contend, args=(i, e)) for i, e in enumerate(engines)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        for engine in engines:
+            engine.dispose()
+    winners = [host for host, outcome in outcomes.items() if outcome == "won"]
+    assert len(outcomes) == len(engines) and len(winners) == 1, outcomes
+    assert node_row(db_engine, node["id"]).reservation == winners[0]
+
+
+def test_missing_node_is_not_found(db_engine):
+    with pytest.raises(NotFound):
+        locking.acquire(db_engine, 987654, "me")
+
+
+def test_open_transaction_on_the_row_gives_busy_not_a_hang(pg_url):
+    """A stuck transaction holding the node's row lock: busy after the timeout, no hang."""
+    engine = create_engine(pg_url)
+    migration.upgrade(engine)
+    node = add_node(engine)
+    other = create_engine(pg_url)
+    try:
+        with other.connect() as conn:
+            trans = conn.begin()
+            conn.execute(sa.update(Node).where(Node.id == node["id"]).values(extra={}))
+            started = time.monotonic()
+            with pytest.raises(NodeLocked):
+                locking.acquire(engine, node["id"], "me", lock_timeout=0.5)
+            assert time.monotonic() - started < 5
+            trans.rollback()
+        locking.acquire(engine, node["id"], "me")
+        assert locking.release(engine, node["id"], "me")
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.delete(Node).where(Node.id == node["id"]))
+        other.dispose()
+        engine.dispose()
+
+
+def test_clear_stale_reservations_of_this_host_only(db_engine):
+    mine = add_node(db_engine, reservation="me")
+    theirs = add_node(db_engine, reservation="conductor-1")
+    assert locking.clear_stale(db_engine, "me") == 1
+    assert node_row(db_engine, mine["id"]).reservation is None
+    assert node_row(db_engine, theirs["id"]).reservation == "conductor-1"
