@@ -8,12 +8,16 @@ Writes to plugin_data (the inventory itself is never changed):
   (true for the PXE interface; for every interface when the inventory does not say which one
   booted, so that no port loses PXE for lack of information);
 - ``valid_interfaces``: the subset that gets ports per ``[inspector]add_ports``;
-- ``macs``: the MACs of ``valid_interfaces``.
+- ``macs``: the MACs of ``valid_interfaces``;
+- ``bmc_address`` / ``bmc_v6address``: the inventory's BMC addresses, normalised, when the
+  ramdisk reported a usable one (not IPA's ``0.0.0.0`` / ``::/0``) and plugin_data has none
+  yet, so that rules (e.g. the built-in discovery example) can read them from plugin_data.
 """
 
 import logging
 from typing import Any
 
+from inspection import bmc
 from inspection.common.macs import InvalidMAC, normalize_mac
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
@@ -114,6 +118,10 @@ class ValidateInterfacesHook(InspectionHook):
         ctx.plugin_data["all_interfaces"] = all_ifaces
         ctx.plugin_data["valid_interfaces"] = valid
         ctx.plugin_data["macs"] = [iface["mac_address"] for iface in valid.values()]
+        for key in ("bmc_address", "bmc_v6address"):
+            reported = bmc.reported_addresses(ctx.inventory.get(key))
+            if reported and not ctx.plugin_data.get(key):
+                ctx.plugin_data[key] = reported[0]
 
     def __call__(self, ctx: InspectionContext) -> None:
         """Nothing to do: validation ran in preprocess."""

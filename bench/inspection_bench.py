@@ -1,0 +1,287 @@
+"""Benchmark: inspection lookup among N waiting nodes, and full processing of one inventory.
+
+Our side runs here (project venv) on a database made by our migrations; Ironic 39's side runs
+in a subprocess of the baseline venv (this same file with ``--ironic-worker``) on a database
+made by Ironic's own ``ironic-dbsync create_schema``. Both get the same nodes: N nodes in
+``inspect wait``, 2 ports each, one BMC address each cached in
+``driver_internal_info['lookup_bmc_addresses']``. Nothing of Ironic is copied: it is imported
+from its venv. Not a test: nothing here asserts a timing.
+
+    /work/venv/bin/python bench/inspection_bench.py [--nodes 10000] [--repeat 200]
+        [--rules 50] [--baseline-python /work/baseline-venv/bin/python] [--output F.json]
+"""
+
+import argparse
+import json
+import logging
+import os
+import pathlib
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = os.path.join(HERE, "..", "tests", "fixtures", "inventories", "uefi-dell-r640.json")
+BATCH = 2000
+
+
+# --- the shared data set (both sides call these) ---
+
+def mac_for(index: int) -> str:
+    """Lower-case colon MAC of port ``index``."""
+    raw = 0x525400000000 + index
+    return ":".join(f"{(raw >> shift) & 0xFF:02x}" for shift in range(40, -8, -8))
+
+
+def bmc_for(node: int) -> str:
+    """The BMC address of node ``node`` (unique per node)."""
+    return f"10.{node >> 16 & 255}.{node >> 8 & 255}.{node & 255}"
+
+
+def uuid_for(node: int) -> str:
+    """The UUID of node ``node``."""
+    return str(uuid.UUID(int=node + 1, version=4))
+
+
+def node_rows(nodes: int, extra: dict | None = None):
+    """Rows for ``nodes``: all in inspect wait with one cached BMC address each."""
+    for i in range(nodes):
+        yield {"id": i + 1, "uuid": uuid_for(i), "name": f"node-{i}", "driver": "ipmi",
+               "driver_info": {"ipmi_address": bmc_for(i), "ipmi_username": "admin"},
+               "driver_internal_info": {"lookup_bmc_addresses": [bmc_for(i)]},
+               "properties": {}, "extra": {}, "instance_info": {},
+               "provision_state": "inspect wait", "target_provision_state": "manageable",
+               "inspect_interface": "agent", "conductor_group": "", **(extra or {})}
+
+
+def port_rows(nodes: int, extra: dict | None = None):
+    """Two ports per node; the first of each pair PXE-enabled."""
+    for i in range(nodes * 2):
+        yield {"id": i + 1, "uuid": str(uuid.UUID(int=10**9 + i, version=4)),
+               "address": mac_for(i), "node_id": i // 2 + 1, "pxe_enabled": i % 2 == 0,
+               "extra": {}, "local_link_connection": {}, "internal_info": {},
+               **(extra or {})}
+
+
+def insert(engine, table, rows) -> None:
+    """Insert with SQLAlchemy core in batches (the table's types encode the JSON)."""
+    batch = []
+    with engine.begin() as conn:
+        for row in rows:
+            batch.append(row)
+            if len(batch) == BATCH:
+                conn.execute(table.insert(), batch)
+                batch = []
+        if batch:
+            conn.execute(table.insert(), batch)
+
+
+def timed(func, samples) -> dict:
+    """Median and 95th percentile (ms) of ``func(sample)`` over ``samples``."""
+    times = []
+    for sample in samples:
+        start = time.perf_counter()
+        func(sample)
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return {"median_ms": round(statistics.median(times), 3),
+            "p95_ms": round(times[int(len(times) * 0.95) - 1], 3), "runs": len(times)}
+
+
+# --- Ironic 39 (inside the baseline venv) ---
+
+def ironic_worker(args) -> None:
+    """Create an Ironic database with the data set and time Ironic's lookup_node."""
+    db = os.path.join(args.workdir, "ironic.sqlite")
+    conf_file = os.path.join(args.workdir, "ironic.conf")
+    with open(conf_file, "w") as stream:
+        stream.write(f"[database]\nconnection = sqlite:///{db}\n")
+    dbsync = os.path.join(os.path.dirname(sys.executable), "ironic-dbsync")
+    subprocess.run([dbsync, "--config-file", conf_file, "create_schema"], check=True,
+                   capture_output=True)
+    import sqlalchemy as sa  # noqa: PLC0415 - baseline venv only
+    from ironic.common import context  # noqa: PLC0415
+    from ironic.conf import CONF  # noqa: PLC0415
+    from ironic.db.sqlalchemy import models  # noqa: PLC0415
+    from ironic.drivers.modules import inspect_utils  # noqa: PLC0415
+    from ironic.objects import register_all  # noqa: PLC0415
+
+    engine = sa.create_engine(f"sqlite:///{db}")
+    insert(engine, models.Node.__table__, node_rows(args.nodes, {"version": "1.40"}))
+    insert(engine, models.Port.__table__, port_rows(args.nodes, {"version": "1.12"}))
+    engine.dispose()
+    logging.disable(logging.CRITICAL)
+    register_all()
+    CONF([], project="ironic", default_config_files=[])
+    CONF.set_override("connection", f"sqlite:///{db}", group="database")
+    ctx = context.get_admin_context()
+    rng = random.Random(args.seed)
+    picks = [rng.randrange(args.nodes) for _ in range(args.repeat)]
+    few = picks[: max(5, args.repeat // 20)]  # the BMC scan is slow: fewer samples
+
+    def by_mac(i):
+        node = inspect_utils.lookup_node(ctx, [mac_for(2 * i), mac_for(2 * i + 1)], [])
+        assert node.uuid == uuid_for(i)
+
+    def by_bmc(i):
+        node = inspect_utils.lookup_node(ctx, [], [bmc_for(i)])
+        assert node.uuid == uuid_for(i)
+
+    by_mac(picks[0])  # warm up the DB connection
+    print(json.dumps({"lookup_by_mac": timed(by_mac, picks),
+                      "lookup_by_bmc": timed(by_bmc, few)}))
+
+
+# --- ours ---
+
+def make_rules(count: int, seed: int) -> list[dict]:
+    """Rules of the preprocess and main phases; most match the Dell inventory."""
+    rng = random.Random(seed)
+    rules = []
+    for i in range(count):
+        cond = rng.choice([
+            {"op": "contains", "args": ["{inventory[system_vendor][manufacturer]}",
+                                        "(?i)dell"]},
+            {"op": "gt", "args": ["{inventory[memory][physical_mb]}", 65536]},
+            {"op": "in-net", "args": ["{inventory[bmc_address]}", "192.0.2.0/24"]},
+            {"op": "eq", "args": ["{inventory[cpu][architecture]}", "x86_64"]},
+            {"op": "matches", "args": ["{item[name]}", "eno.*"],
+             "loop": "{inventory[interfaces]}", "multiple": "any"},
+        ])
+        action = rng.choice([
+            {"op": "set-attribute", "args": [f"/extra/rule{i}", "{inventory[cpu][count]}"]},
+            {"op": "set-capability", "args": [f"cap{i}", "true"]},
+            {"op": "add-trait", "args": [f"CUSTOM_RULE_{i}"]},
+            {"op": "set-plugin-data", "args": [f"/rule{i}", True]},
+        ])
+        phase = "preprocess" if action["op"] == "set-plugin-data" else "main"
+        rules.append({"description": f"bench rule {i}", "phase": phase, "priority": i % 10,
+                      "conditions": [cond], "actions": [action]})
+    return rules
+
+
+def ours(args) -> dict:
+    """Build our database with the data set; time lookup and full processing."""
+    import sqlalchemy as sa  # noqa: PLC0415 - project venv only
+    from sqlalchemy.orm import Session  # noqa: PLC0415
+
+    from inspection.db import migration  # noqa: PLC0415
+    from inspection.db.engine import create_engine  # noqa: PLC0415
+    from inspection.db.models import Node, Port  # noqa: PLC0415
+    from inspection.lookup import LookupData, lookup_node  # noqa: PLC0415
+    from inspection.notifier import FilterNotifier  # noqa: PLC0415
+    from inspection.processing.service import InspectionService  # noqa: PLC0415
+    from tests.integration.node_factory import make_conf  # noqa: PLC0415
+
+    engine = create_engine(f"sqlite:///{args.workdir}/ours.sqlite")
+    migration.upgrade(engine)
+    insert(engine, Node.__table__, node_rows(args.nodes))
+    insert(engine, Port.__table__, port_rows(args.nodes))
+    logging.disable(logging.CRITICAL)
+    rng = random.Random(args.seed)
+    picks = [rng.randrange(args.nodes) for _ in range(args.repeat)]
+
+    def by_mac(i):
+        with Session(engine) as session:
+            node = lookup_node(session, LookupData.build(
+                macs=[mac_for(2 * i), mac_for(2 * i + 1)]))
+            assert node.uuid == uuid_for(i)
+
+    def by_bmc(i):
+        with Session(engine) as session:
+            assert lookup_node(session, LookupData.build(
+                bmc_addresses=[bmc_for(i)])).uuid == uuid_for(i)
+
+    by_mac(picks[0])
+    results = {"lookup_by_mac": timed(by_mac, picks), "lookup_by_bmc": timed(by_bmc, picks)}
+
+    # Full processing: one more node whose MACs and BMC are the Dell fixture's.
+    with open(FIXTURE) as stream:
+        body = json.load(stream)
+    conf = make_conf(pathlib.Path(args.workdir))
+    service = InspectionService.from_conf(conf, engine=engine, notifier=FilterNotifier())
+    with service.sessions.begin() as session:
+        for doc in make_rules(args.rules, args.seed):
+            service.rules.repository.create(session, doc)
+    with engine.begin() as conn:
+        node_id = conn.execute(sa.insert(Node).values(
+            uuid=str(uuid.uuid4()), driver="ipmi", provision_state="inspect wait",
+            inspect_interface="agent", driver_internal_info={
+                "lookup_bmc_addresses": [body["inventory"]["bmc_address"]]},
+            properties={}, extra={}, driver_info={})).inserted_primary_key[0]
+        conn.execute(sa.insert(Port).values(uuid=str(uuid.uuid4()), node_id=node_id,
+                                            address=body["inventory"]["interfaces"][0]
+                                            ["mac_address"]))
+
+    def reset():
+        with engine.begin() as conn:
+            conn.execute(sa.update(Node).where(Node.id == node_id).values(
+                provision_state="inspect wait", extra={}, properties={}))
+
+    def full(_):
+        accepted = service.accept(json.loads(json.dumps(body)))
+        service.process(accepted.node_uuid, accepted.data)
+        state = conn_state()
+        assert state == "manageable", state
+
+    def conn_state():
+        with engine.connect() as conn:
+            return conn.execute(sa.select(Node.provision_state, Node.last_error)
+                                .where(Node.id == node_id)).first()[0]
+
+    reset()
+    results["full_processing_first"] = timed(full, [0])  # compiles every rule
+    runs = []
+    for _ in range(max(5, args.repeat // 10)):
+        reset()
+        runs.append(timed(full, [0])["median_ms"])
+    results["full_processing_warm"] = {"median_ms": round(statistics.median(runs), 3),
+                                       "runs": len(runs)}
+    engine.dispose()
+    return results
+
+
+def main() -> None:
+    """Run our side, then Ironic's in its venv, and print both as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=10000)
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--rules", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--baseline-python", default=os.environ.get(
+        "BASELINE_PYTHON", "/work/baseline-venv/bin/python"))
+    parser.add_argument("--workdir")
+    parser.add_argument("--output")
+    parser.add_argument("--ironic-worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.ironic_worker:
+        ironic_worker(args)
+        return
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    with tempfile.TemporaryDirectory(prefix="inspection-bench-") as tmp:
+        args.workdir = args.workdir or tmp
+        os.makedirs(args.workdir, exist_ok=True)
+        results = {"nodes": args.nodes, "rules": args.rules, "ours": ours(args)}
+        proc = subprocess.run([args.baseline_python, os.path.abspath(__file__),
+                               "--ironic-worker", "--nodes", str(args.nodes), "--repeat",
+                               str(args.repeat), "--seed", str(args.seed), "--workdir",
+                               args.workdir], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            sys.exit(f"Ironic worker failed:\n{proc.stderr[-3000:]}")
+        results["ironic"] = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in ("lookup_by_mac", "lookup_by_bmc"):
+        ratio = results["ironic"][key]["median_ms"] / results["ours"][key]["median_ms"]
+        results[f"{key}_speedup"] = round(ratio, 1)
+    text = json.dumps(results, indent=2)
+    print(text)
+    if args.output:
+        with open(args.output, "w") as stream:
+            stream.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
