@@ -98,6 +98,17 @@ api_opts = [
                help="Authentication of admin endpoints."),
     cfg.StrOpt("http_basic_auth_user_file", default="/etc/ironic-inspection/htpasswd",
                help="htpasswd file (bcrypt) for http_basic."),
+    cfg.IntOpt("max_request_body_size", default=4 * 1024 * 1024, min=1024,
+               help="Largest request body in bytes; larger requests get 413. The ramdisk's "
+                    "inspection data is usually well below 1 MiB."),
+    cfg.BoolOpt("allow_insecure_noauth", default=False,
+                help="Let auth_strategy = noauth listen on a non-loopback address (anyone "
+                     "who reaches the port can then change nodes and rules)."),
+    cfg.IntOpt("threads", default=8, min=1,
+               help="Request threads of the WSGI server."),
+    cfg.IntOpt("processing_threads", default=4, min=1,
+               help="Threads processing inspection data in-process (all-in-one mode, "
+                    "[DEFAULT]transport_url unset)."),
 ]
 
 

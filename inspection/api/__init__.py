@@ -1,0 +1,1 @@
+"""The HTTP API of the inspection service (Flask app served by waitress)."""

@@ -1,0 +1,99 @@
+"""Building the Flask application of the inspection API."""
+
+import logging
+from typing import Any
+
+from flask import Flask, request
+from oslo_config import cfg
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import sessionmaker
+
+from inspection.api import (
+    continue_inspection,
+    errors,
+    nodes,
+    openapi,
+    ports,
+    rules,
+)
+from inspection.api.auth import REALM, BasicAuth
+from inspection.api.context import EXTENSION, ApiContext
+from inspection.api.dispatch import InProcessDispatcher, RpcDispatcher
+from inspection.common import messaging
+from inspection.db.engine import engine_from_conf
+from inspection.notifier import FilterNotifier
+from inspection.rules import RuleRepository, RulesEngine, load_built_in_rules
+
+LOG = logging.getLogger("inspection.api")
+
+#: Endpoints anyone may call: the ramdisk callback and the documents describing the API.
+PUBLIC_ENDPOINTS = frozenset({"continue_inspection.continue_inspection", "openapi.openapi",
+                              "openapi.root", "openapi.version"})
+
+
+def _default_service(conf: cfg.ConfigOpts, engine: Engine, notifier: FilterNotifier) -> Any:
+    from inspection.processing.service import InspectionService  # noqa: PLC0415
+
+    return InspectionService.from_conf(conf, engine=engine, notifier=notifier)
+
+
+def _default_dispatcher(conf: cfg.ConfigOpts, service: Any) -> Any:
+    url = messaging.configured_transport_url(conf)
+    if url:
+        return RpcDispatcher(messaging.get_transport(url))
+    return InProcessDispatcher(service, conf.api.processing_threads)
+
+
+def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
+    if conf.api.auth_strategy == "noauth":
+        return
+    checker = BasicAuth(conf.api.http_basic_auth_user_file)
+
+    @app.before_request
+    def authenticate():
+        if request.endpoint in PUBLIC_ENDPOINTS:
+            return None
+        if checker.check(request.headers.get("Authorization")) is not None:
+            return None
+        return errors.json_error(401, "Authentication required",
+                                 {"WWW-Authenticate": f'Basic realm="{REALM}"'})
+
+
+def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None,
+               engine: Engine | None = None, notifier: FilterNotifier | None = None) -> Flask:
+    """The API app for ``conf``.
+
+    Loads the built-in rules and the htpasswd file once (raising their errors, for the
+    caller to report at start-up). ``service`` defaults to the real InspectionService,
+    ``dispatcher`` to a worker client when ``[DEFAULT]transport_url`` is set, else to an
+    in-process thread pool.
+    """
+    engine = engine if engine is not None else engine_from_conf(conf)
+    notifier = notifier if notifier is not None else FilterNotifier.from_conf(conf)
+    built_in = load_built_in_rules(conf.inspection_rules.built_in_rules)
+    if service is None:
+        service = _default_service(conf, engine, notifier)
+    if dispatcher is None:
+        dispatcher = _default_dispatcher(conf, service)
+    app = Flask("inspection.api", static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = conf.api.max_request_body_size
+    app.config["JSON_SORT_KEYS"] = False
+    app.json.sort_keys = False
+    app.extensions[EXTENSION] = ApiContext(
+        conf=conf, engine=engine, sessions=sessionmaker(engine, expire_on_commit=False),
+        rules=RuleRepository(built_in, conf.inspection_rules.default_scope),
+        rules_engine=RulesEngine(conf.inspection_rules.mask_secrets), notifier=notifier,
+        service=service, dispatcher=dispatcher)
+    errors.register(app)
+    _install_auth(app, conf)
+    for module in (openapi, continue_inspection, rules, nodes, ports):
+        app.register_blueprint(module.bp)
+    return app
+
+
+def close_app(app: Flask) -> None:
+    """Let in-flight processing finish and release the bus and the database."""
+    context: ApiContext = app.extensions[EXTENSION]
+    context.dispatcher.close()
+    context.notifier.close()
+    context.engine.dispose()

@@ -1,0 +1,81 @@
+"""What every request handler needs: configuration, database, rules, processing."""
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from flask import current_app, request
+from oslo_config import cfg
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from inspection.api.errors import ApiError
+from inspection.db.engine import session_scope
+from inspection.notifier import FilterNotifier
+from inspection.rules import RuleRepository, RulesEngine
+
+EXTENSION = "ironic_inspection"
+
+
+@dataclass
+class ApiContext:
+    """Objects shared by the handlers of one app (created once by ``create_app``)."""
+
+    conf: cfg.ConfigOpts
+    engine: Engine
+    sessions: sessionmaker
+    rules: RuleRepository
+    rules_engine: RulesEngine
+    notifier: FilterNotifier
+    service: Any
+    dispatcher: Any
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session committed at the end of the block (rolled back on error)."""
+        with session_scope(self.sessions) as session:
+            yield session
+
+
+def ctx() -> ApiContext:
+    """The context of the current app."""
+    return current_app.extensions[EXTENSION]
+
+
+def json_body(required: bool = True) -> Any:
+    """The request body parsed as JSON; ApiError 400 with a clear message otherwise."""
+    raw = request.get_data(cache=True)  # raises 413 beyond MAX_CONTENT_LENGTH
+    if not raw.strip():
+        if required:
+            raise ApiError(400, "The request body must be a JSON document")
+        return None
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise ApiError(400, "The request body is not valid UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, f"The request body is not valid JSON: {exc.msg} at line "
+                            f"{exc.lineno}, column {exc.colno}") from None
+
+
+def json_object() -> dict:
+    """The request body, which must be a JSON object."""
+    body = json_body()
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object")
+    return body
+
+
+def bool_arg(name: str, default: bool | None = False) -> bool | None:
+    """A boolean query parameter (true/false, 1/0, yes/no); 400 on anything else."""
+    value = request.args.get(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ApiError(400, f"Query parameter {name} must be true or false")

@@ -1,0 +1,78 @@
+"""JSON errors for every failure: ``{"error": {"message": ...}}``, never HTML or a traceback."""
+
+import json
+import logging
+from typing import Any
+
+from flask import Flask, Response
+from werkzeug.exceptions import HTTPException
+
+from inspection.errors import InspectionServiceError
+from inspection.rules.errors import (
+    BuiltInRuleError,
+    RuleConflict,
+    RuleNotFound,
+    RuleValidationError,
+)
+
+LOG = logging.getLogger("inspection.api")
+
+
+class ApiError(Exception):
+    """An error answered with ``code`` and a message safe for the client."""
+
+    def __init__(self, code: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def json_error(code: int, message: str, headers: dict | None = None,
+               **extra: Any) -> Response:
+    """A JSON error response."""
+    body = {"error": {"message": message, **extra}}
+    response = Response(json.dumps(body), status=code, mimetype="application/json")
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def _http_error(exc: HTTPException) -> Response:
+    # Keep headers such as Allow (405) or WWW-Authenticate, drop werkzeug's HTML body.
+    headers = {k: v for k, v in exc.get_response().headers.items()
+               if k.lower() not in ("content-type", "content-length")}
+    messages = {413: "The request body is too large",
+                404: "The resource could not be found",
+                405: "The method is not allowed for this resource"}
+    code = exc.code or 500
+    return json_error(code, messages.get(code) or exc.description or exc.name, headers)
+
+
+def _service_error(exc: InspectionServiceError) -> Response:
+    return json_error(exc.code, str(exc))
+
+
+def _api_error(exc: ApiError) -> Response:
+    return json_error(exc.code, exc.message, **exc.extra)
+
+
+def _rule_validation(exc: RuleValidationError) -> Response:
+    return json_error(400, str(exc), problems=exc.problems)
+
+
+def _unexpected(exc: Exception) -> Response:
+    LOG.exception("Unexpected error while handling a request")
+    return json_error(500, "Internal server error; the service log has the details")
+
+
+def register(app: Flask) -> None:
+    """Install the handlers on ``app``."""
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(InspectionServiceError, _service_error)
+    app.register_error_handler(ApiError, _api_error)
+    app.register_error_handler(RuleValidationError, _rule_validation)
+    app.register_error_handler(RuleNotFound, lambda e: json_error(404, str(e)))
+    app.register_error_handler(RuleConflict, lambda e: json_error(409, str(e)))
+    app.register_error_handler(BuiltInRuleError, lambda e: json_error(400, str(e)))
+    app.register_error_handler(Exception, _unexpected)

@@ -1,0 +1,55 @@
+"""Helpers for the API tests: an app on a real database, with real configuration files."""
+
+import base64
+
+import bcrypt
+from oslo_config import cfg
+
+from inspection.api.app import close_app, create_app
+from inspection.api.context import EXTENSION
+from tests.integration.node_factory import make_conf
+
+USER, PASSWORD = "admin", "s3cret-pass"
+
+
+def write_htpasswd(path, users: dict[str, str], rounds: int = 4) -> str:
+    """An htpasswd file with bcrypt hashes (low cost: tests need speed, not strength)."""
+    lines = [f"{user}:{bcrypt.hashpw(pw.encode(), bcrypt.gensalt(rounds)).decode()}"
+             for user, pw in users.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def basic(user: str = USER, password: str = PASSWORD) -> dict[str, str]:
+    """An Authorization header."""
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def api_conf(tmp_path, db_url: str, **groups) -> cfg.ConfigOpts:
+    """Configuration on ``db_url`` (noauth unless ``api`` says otherwise)."""
+    sections = {"DEFAULT": {"host": "api-test"}, "database": {"connection": db_url}}
+    api = {"auth_strategy": "noauth"}
+    api.update(groups.pop("api", {}))
+    sections["api"] = api
+    for name, options in groups.items():
+        sections.setdefault(name, {}).update(options)
+    return make_conf(tmp_path, **sections)
+
+
+class Api:
+    """A Flask test client on a real app; ``wait_processed()`` drains in-process work."""
+
+    def __init__(self, conf: cfg.ConfigOpts, **kwargs) -> None:
+        self.conf = conf
+        self.app = create_app(conf, **kwargs)
+        self.client = self.app.test_client()
+        self.context = self.app.extensions[EXTENSION]
+
+    def wait_processed(self, timeout: float = 30) -> None:
+        """Wait until in-process processing is idle."""
+        assert self.context.dispatcher.wait_idle(timeout), "processing did not finish"
+
+    def close(self) -> None:
+        """Release threads and connections."""
+        close_app(self.app)
