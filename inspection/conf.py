@@ -106,6 +106,11 @@ api_opts = [
                      "who reaches the port can then change nodes and rules)."),
     cfg.IntOpt("threads", default=8, min=1,
                help="Request threads of the WSGI server."),
+    cfg.IntOpt("connection_limit", default=1000, min=10,
+               help="Open client connections the WSGI server accepts; beyond it new clients "
+                    "wait. A batch of machines booting at once each holds one."),
+    cfg.IntOpt("channel_timeout", default=30, min=1,
+               help="Seconds an idle keep-alive connection stays open."),
     cfg.IntOpt("processing_threads", default=4, min=1,
                help="Threads processing inspection data in-process (all-in-one mode, "
                     "[DEFAULT]transport_url unset)."),

@@ -142,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server = create_server(
             app, host=conf.api.host_ip, port=conf.api.port, threads=conf.api.threads,
+            connection_limit=conf.api.connection_limit,
+            channel_timeout=conf.api.channel_timeout,
             ident="ironic-inspection-api", clear_untrusted_proxy_headers=True,
             max_request_body_size=conf.api.max_request_body_size * _WAITRESS_BODY_FACTOR)
     except OSError as exc:

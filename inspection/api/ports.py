@@ -73,8 +73,12 @@ def create_port() -> tuple[Response, int, dict]:
             inspecting = node.provision_state in INSPECTION_STATES
     except sa.exc.IntegrityError:
         raise ApiError(409, f"A port with MAC address {address} already exists") from None
+    # Tell the filters at once: with unknown MACs allowed (discovery, or a node on
+    # inspection) the wildcard would otherwise serve this NIC until the next full sync.
     if inspecting:
-        c.notifier.allow([address])  # the node may PXE boot from this NIC now
+        c.notifier.allow([address])
+    else:
+        c.notifier.deny([address])
     return jsonify(view), 201, {"Location": f"/v1/ports/{view['uuid']}"}
 
 
