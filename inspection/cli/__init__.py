@@ -1,20 +1,23 @@
-"""``ironic-inspection``: the admin command line."""
+"""``ironic-inspection``: the admin command line.
+
+Exit statuses scripts can rely on: 0 success; 1 the API (or the database, or the message bus)
+refused or failed, with its error in one line on stderr; 2 bad usage or configuration.
+"""
 
 import argparse
 import logging
 import sys
 from collections.abc import Sequence
 
-from inspection.cli import dbsync, filters
+from inspection.cli import dbsync, filters, nodes, ports, rules
+from inspection.cli.errors import CommandError
 from inspection.common.config import ConfigError
 from inspection.db.engine import DatabaseError
 
+__all__ = ["CommandError", "build_parser", "main"]
+
 # Each module contributes its sub-commands; the order here is the order of --help.
-_MODULES = (dbsync, filters)
-
-
-class CommandError(Exception):
-    """A failure to report in one line on stderr (exit status 1)."""
+_MODULES = (rules, nodes, ports, dbsync, filters)
 
 
 def config_parent() -> argparse.ArgumentParser:
@@ -32,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The full argument parser."""
     parser = argparse.ArgumentParser(
         prog="ironic-inspection",
-        description="Administer the inspection service and the PXE filters.")
+        description="Administer the inspection service and the PXE filters.",
+        epilog="Exit status: 0 success, 1 the API or another service refused or failed "
+               "(error on stderr, one line), 2 bad usage or configuration.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     parent = config_parent()
     for module in _MODULES:
@@ -52,6 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandError, DatabaseError) as exc:
         print(f"ironic-inspection: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # `ironic-inspection rule list | head`: the reader left; not an error of ours.
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         return 130
 

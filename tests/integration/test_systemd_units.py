@@ -23,6 +23,7 @@ from tests.support import services
 REPO = Path(__file__).resolve().parents[2]
 UNITS = ("ironic-pxe-filter.service", "ironic-inspection-dnsmasq.service")
 FILTER, DNSMASQ = UNITS
+SERVICE_UNITS = ("ironic-inspection-api.service", "ironic-inspection-worker.service")
 
 
 def _unit_text(name: str) -> str:
@@ -33,6 +34,10 @@ def _localised(text: str) -> str:
     """The unit with its binaries pointing at the ones installed in this environment."""
     script = Path(sys.executable).parent / "ironic-pxe-filter"
     assert script.exists(), f"{script} missing: install the project (pip install -e .)"
+    for name in ("ironic-inspection-api", "ironic-inspection-worker"):
+        text = text.replace(f"/usr/bin/{name}", str(script.with_name(name)))
+    # verify resolves User=: the service user does not exist on a test machine.
+    text = text.replace("User=ironic-inspection\nGroup=ironic-inspection\n", "")
     return (text.replace("/usr/bin/ironic-pxe-filter", str(script))
                 .replace("/usr/sbin/dnsmasq", config.find_dnsmasq()))
 
@@ -58,6 +63,13 @@ def verify(directory: Path, units: dict[str, str]) -> list[str]:
 
 def test_units_verify_cleanly(tmp_path):
     assert verify(tmp_path, {name: _localised(_unit_text(name)) for name in UNITS}) == []
+
+
+def test_api_and_worker_units_verify_cleanly(tmp_path):
+    units = {name: _localised(_unit_text(name)) for name in SERVICE_UNITS}
+    assert verify(tmp_path, units) == []
+    for name in SERVICE_UNITS:
+        assert _section(name, "Service")["Type"] == "notify"  # both send READY=1
 
 
 @pytest.mark.parametrize(("mutation", "expected"), [

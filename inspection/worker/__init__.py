@@ -1,0 +1,1 @@
+"""The inspection worker: processes inspection data cast by the API over the message bus."""

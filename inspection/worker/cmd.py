@@ -1,0 +1,212 @@
+"""``ironic-inspection-worker``: processes inspection data cast by the API on the message bus.
+
+Exit statuses: 0 stopped by SIGTERM/SIGINT, 1 runtime error (database or message bus
+unreachable), 2 configuration error. Every start-up error is one log line saying what to fix.
+"""
+
+import argparse
+import contextlib
+import logging
+import os
+import select
+import signal
+import sys
+import warnings
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from oslo_config import cfg
+
+from inspection import conf as inspection_conf
+from inspection import locking
+from inspection.common import config, messaging, systemd
+from inspection.db.engine import (
+    DatabaseError,
+    check_connection,
+    describe_url,
+    engine_from_conf,
+)
+
+LOG = logging.getLogger("inspection.worker")
+
+DEFAULT_CONFIG = "/etc/ironic-inspection/ironic-inspection.conf"
+
+
+class StartupError(Exception):
+    """Start-up cannot continue; the message says what to fix."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="ironic-inspection-worker",
+        description="Process inspection data that ironic-inspection-api casts on "
+                    "[DEFAULT]transport_url (topic ironic-inspection.worker; several workers "
+                    "share the load), and fail inspections that time out.",
+        epilog="Give every worker its own [DEFAULT]host: at start a worker clears the node "
+               "reservations left by a crashed process of the same host. Signals: "
+               "SIGTERM/SIGINT finish the inspections in progress and stop. Exit status: 0 "
+               "stopped, 1 runtime error, 2 configuration error.")
+    parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
+                        help=f"configuration file (repeatable; default {DEFAULT_CONFIG} when "
+                             f"it exists and no --config-* is given)")
+    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
+                        help="directory of *.conf files read after --config-file")
+    parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
+    return parser
+
+
+def setup_logging(debug: bool) -> None:
+    """Timestamped log lines on stderr."""
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO, stream=sys.stderr,
+        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    for noisy in ("amqp", "kombu", "oslo_messaging._drivers", "oslo.messaging._drivers",
+                  "oslo_service.backend", "stevedore"):
+        logging.getLogger(noisy).setLevel(logging.INFO if debug else logging.WARNING)
+
+
+class Worker:
+    """One worker process: RPC server, timeout task, signal-driven main loop."""
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self.conf = conf
+        self.stopping = False
+        self.engine = None
+        self.transport = None
+        self.server = None
+        self.timeout_task = None
+        self.notifier = None
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT stop; they also wake the main loop."""
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+
+    def _on_stop(self, _signum, _frame) -> None:
+        self.stopping = True
+
+    def start(self) -> None:
+        """Connect, load the pipeline, clear own stale reservations, consume; StartupError."""
+        try:
+            url = messaging.configured_transport_url(self.conf)
+        except (cfg.Error, ValueError) as exc:
+            raise StartupError(f"invalid [DEFAULT]transport_url: {exc}", 2) from None
+        if not url:
+            raise StartupError("[DEFAULT]transport_url is not set: the worker consumes tasks "
+                               "from the message bus (e.g. rabbit://user:pass@host:5672/); "
+                               "without a bus, ironic-inspection-api processes inspection "
+                               "data itself and no worker is needed", 2)
+        try:
+            self.engine = engine_from_conf(self.conf)
+            check_connection(self.engine)
+        except DatabaseError as exc:
+            raise StartupError(f"{exc}; check [database]connection and that the database "
+                               f"server is running") from None
+        if "nodes" not in sa.inspect(self.engine).get_table_names():
+            raise StartupError(f"database {describe_url(self.engine.url)} has no schema: run "
+                               f"'ironic-inspection dbsync --config-file ...' first")
+        service = self._load_service()
+        locking.clear_stale(self.engine, self.conf.host)
+        from inspection.notifier import FilterNotifier  # noqa: PLC0415
+        from inspection.worker import rpc, stale  # noqa: PLC0415 - after backend selection
+
+        try:
+            self.transport = messaging.get_transport(url)
+            self.server = rpc.start_server(self.transport, self.conf.host,
+                                           rpc.WorkerEndpoint(service.process))
+        except Exception as exc:  # driver-specific exception types
+            raise StartupError(f"cannot consume from [DEFAULT]transport_url: {exc}") from None
+        self.notifier = FilterNotifier.from_conf(self.conf)
+        self.timeout_task = stale.make_timeout_task(self.engine, self.conf, self.notifier)
+        self.timeout_task.start()
+        LOG.info("Consuming %s as server %s (inspect-wait timeout checked every %s s)",
+                 rpc.TOPIC, self.conf.host, self.timeout_task.interval)
+
+    def _load_service(self):
+        from inspection.processing.service import InspectionService  # noqa: PLC0415
+
+        try:
+            return InspectionService.from_conf(self.conf, engine=self.engine)
+        except config.ConfigError as exc:
+            raise StartupError(str(exc), 2) from None
+        except DatabaseError as exc:
+            raise StartupError(str(exc)) from None
+
+    def run_loop(self) -> None:
+        """Sleep until a stop signal, pinging the systemd watchdog if asked to."""
+        while not self.stopping:
+            with contextlib.suppress(InterruptedError):
+                select.select([self._wake_r], [], [], systemd.watchdog_interval())
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._wake_r, 64):
+                    pass
+            if not self.stopping:
+                systemd.notify("WATCHDOG=1")
+
+    def shutdown(self) -> None:
+        """Stop consuming (in-flight inspections finish), stop the timeout task, disconnect."""
+        systemd.notify("STOPPING=1")
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, signal.SIG_IGN)
+        if self.server is not None:
+            from inspection.worker import rpc  # noqa: PLC0415
+
+            try:
+                rpc.stop_server(self.server)
+            except Exception as exc:
+                LOG.warning("Stopping the RPC server: %s", exc)
+            LOG.debug("Stopped consuming")
+        if self.timeout_task is not None:
+            self.timeout_task.stop(timeout=10)
+            LOG.debug("Timeout task stopped")
+        if self.notifier is not None:
+            self.notifier.close()
+        if self.transport is not None:
+            self.transport.cleanup()
+            LOG.debug("Disconnected from the message bus")
+        if self.engine is not None:
+            self.engine.dispose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit status."""
+    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+    args = build_parser().parse_args(argv)
+    setup_logging(args.debug)
+    files = args.config_file
+    if not files and not args.config_dir and os.path.exists(DEFAULT_CONFIG):
+        files = [DEFAULT_CONFIG]
+    conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
+    inspection_conf.register_opts(conf)
+    worker = Worker(conf)
+    worker.install_signal_handlers()
+    try:
+        try:
+            config.load(conf, files, args.config_dir)
+        except config.ConfigError as exc:
+            LOG.critical("Configuration error: %s", exc)
+            return 2
+        worker.start()
+        if worker.stopping:
+            return 0
+        systemd.notify("READY=1", f"STATUS=consuming as {conf.host}")
+        LOG.info("Ready")
+        worker.run_loop()
+        LOG.info("Stopping on signal")
+        return 0
+    except StartupError as exc:
+        LOG.critical("%s", exc)
+        return exc.exit_code
+    finally:
+        worker.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""The worker: the processing-task protocol on a real RabbitMQ, the console script, and the
+recovery of nodes whose reservation outlived a dead worker."""
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from inspection import locking
+from inspection.common import messaging
+from inspection.db import migration
+from inspection.db.engine import create_engine
+from inspection.db.models import utcnow
+from inspection.notifier import FilterNotifier
+from inspection.worker import rpc
+from inspection.worker.stale import WorkerTimeoutTask, release_dead_reservations
+from tests.integration.node_factory import add_node, make_conf, node_row
+from tests.support import services
+from tests.support.services_procs import start_worker
+
+om = messaging.oslo_messaging_module()
+
+
+@pytest.fixture
+def vhost():
+    """A RabbitMQ vhost of the test's own: tasks left queued must not leak into other tests."""
+    url = services.create_vhost()
+    yield url
+    services.delete_vhost(url)
+
+
+class Recorder:
+    """A stand-in for InspectionService.process that records (worker, node, data)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict]] = []
+        self.cond = threading.Condition()
+
+    def for_worker(self, name: str):
+        def process(node_uuid: str, data: dict) -> None:
+            with self.cond:
+                self.calls.append((name, node_uuid, data))
+                self.cond.notify_all()
+        return process
+
+    def wait_count(self, count: int, timeout: float = 15.0) -> list:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while len(self.calls) < count:
+                left = deadline - time.monotonic()
+                assert left > 0, f"only {len(self.calls)} of {count} tasks arrived"
+                self.cond.wait(left)
+            return list(self.calls)
+
+
+def _server(url, name, process):
+    transport = messaging.get_transport(url)
+    server = rpc.start_server(transport, name, rpc.WorkerEndpoint(process))
+    return transport, server
+
+
+def _stop(transport, server):
+    rpc.stop_server(server)
+    transport.cleanup()
+
+
+def test_tasks_are_shared_between_workers_and_each_runs_once(vhost):
+    recorder = Recorder()
+    running = [_server(vhost, f"w{i}", recorder.for_worker(f"w{i}")) for i in (1, 2)]
+    client_transport = messaging.get_transport(vhost)
+    try:
+        client = rpc.WorkerClient(client_transport)
+        for i in range(40):
+            client.process(f"node-{i}", {"inventory": {"n": i}})
+        calls = recorder.wait_count(40)
+        time.sleep(0.3)  # a duplicate would arrive now
+        assert len(recorder.calls) == 40
+        assert sorted(c[1] for c in calls) == sorted(f"node-{i}" for i in range(40))
+        assert all(c[2] == {"inventory": {"n": int(c[1].split("-")[1])}} for c in calls)
+        per_worker = {name: sum(1 for c in calls if c[0] == name) for name in ("w1", "w2")}
+        assert per_worker["w1"] > 0 and per_worker["w2"] > 0, per_worker  # not a fanout
+    finally:
+        for transport, server in running:
+            _stop(transport, server)
+        client_transport.cleanup()
+
+
+def test_tasks_cast_while_no_worker_runs_are_processed_later(vhost):
+    recorder = Recorder()
+    transport, server = _server(vhost, "w1", recorder.for_worker("first"))
+    _stop(transport, server)  # the topic queue exists now, nobody consumes it
+    client_transport = messaging.get_transport(vhost)
+    try:
+        rpc.WorkerClient(client_transport).process("node-late", {"inventory": {}})
+        time.sleep(0.5)
+        assert recorder.calls == []
+        transport, server = _server(vhost, "w2", recorder.for_worker("second"))
+        try:
+            assert recorder.wait_count(1) == [("second", "node-late", {"inventory": {}})]
+        finally:
+            _stop(transport, server)
+    finally:
+        client_transport.cleanup()
+
+
+def test_only_process_is_callable_and_bad_tasks_do_not_stop_the_worker(vhost):
+    recorder = Recorder()
+
+    def failing_then_recording(node_uuid, data):
+        if node_uuid == "boom":
+            raise RuntimeError("database went away")
+        recorder.for_worker("w")(node_uuid, data)
+
+    transport, server = _server(vhost, "w", failing_then_recording)
+    client_transport = messaging.get_transport(vhost)
+    try:
+        raw = om.get_rpc_client(client_transport, rpc.target())
+        raw.cast({}, "__init__", process=None)      # not exposed: refused
+        raw.cast({}, "process", node_uuid=42, data="not a dict")  # malformed: dropped
+        raw.cast({}, "process", node_uuid="boom", data={})        # raises: logged
+        rpc.WorkerClient(client_transport).process("after", {"inventory": {}})
+        assert recorder.wait_count(1) == [("w", "after", {"inventory": {}})]
+    finally:
+        _stop(transport, server)
+        client_transport.cleanup()
+
+
+# -- the console script: start-up errors ------------------------------------------------------
+
+def test_worker_without_a_message_bus_refuses_to_start(tmp_path, sqlite_url):
+    worker = start_worker(tmp_path, sqlite_url, None)
+    assert worker.wait(30) == 2
+    log = worker.log_text()
+    worker.stop()
+    critical = [line for line in log.splitlines() if "CRITICAL" in line]
+    assert len(critical) == 1, log
+    assert "[DEFAULT]transport_url is not set" in critical[0]
+    assert "Traceback" not in log
+
+
+def test_worker_with_an_unreachable_database_exits_1(tmp_path, rabbit_url):
+    worker = start_worker(tmp_path, "postgresql+psycopg2://nobody@127.0.0.1:1/none",
+                          rabbit_url)
+    assert worker.wait(30) == 1
+    log = worker.log_text()
+    worker.stop()
+    assert "cannot connect to database" in log and "Traceback" not in log
+
+
+# -- dead workers' reservations ---------------------------------------------------------------
+
+def _waiting(engine, seconds_ago, holder):
+    node = add_node(engine, inspection_started_at=utcnow() - timedelta(seconds=seconds_ago))
+    if holder:
+        locking.acquire(engine, node["id"], holder)
+    return node
+
+
+def test_reservations_of_dead_workers_are_released_then_timed_out(db_engine, tmp_path):
+    conf = make_conf(tmp_path, DEFAULT={"host": "worker-a"},
+                     inspector={"inspect_wait_timeout": 100})
+    dead = _waiting(db_engine, 250, "worker-gone")       # > 2 x timeout: stale
+    busy = _waiting(db_engine, 150, "worker-b")          # overdue but maybe still processing
+    fresh = _waiting(db_engine, 10, "worker-b")
+    assert release_dead_reservations(db_engine, conf) == [dead["uuid"]]
+    assert node_row(db_engine, busy["id"]).reservation == "worker-b"
+    assert node_row(db_engine, fresh["id"]).reservation == "worker-b"
+
+    # The worker's timeout task does both: the dead holder's node fails with the timeout.
+    dead2 = _waiting(db_engine, 1000, "worker-gone")
+    task = WorkerTimeoutTask(db_engine, conf, FilterNotifier(None))
+    assert sorted(task.run_once()) == sorted([dead["uuid"], dead2["uuid"]])
+    for node in (dead, dead2):
+        row = node_row(db_engine, node["id"])
+        assert row.provision_state == "inspect failed" and row.reservation is None
+        assert "Timeout reached" in row.last_error
+    for node in (busy, fresh):
+        assert node_row(db_engine, node["id"]).provision_state == "inspect wait"
+
+
+def test_timeout_zero_never_steals_reservations(db_engine, tmp_path):
+    conf = make_conf(tmp_path, inspector={"inspect_wait_timeout": 0})
+    node = _waiting(db_engine, 10**6, "worker-gone")
+    assert release_dead_reservations(db_engine, conf) == []
+    assert node_row(db_engine, node["id"]).reservation == "worker-gone"
+
+
+def test_worker_clears_its_own_stale_reservations_and_stops_on_sigterm(tmp_path, sqlite_url,
+                                                                       vhost):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    mine = _waiting(engine, 10, "worker-fixed")      # left by a crashed process of this host
+    other = _waiting(engine, 10, "worker-other")     # another host's: not ours to clear
+    worker = start_worker(tmp_path, sqlite_url, vhost,
+                          {"DEFAULT": {"host": "worker-fixed"}})
+    try:
+        worker.wait_ready(30)
+        assert node_row(engine, mine["id"]).reservation is None
+        assert node_row(engine, other["id"]).reservation == "worker-other"
+        started = time.monotonic()
+        assert worker.stop(timeout=15) == 0
+        assert time.monotonic() - started < 10
+    finally:
+        worker.stop()
+        engine.dispose()
+    assert "Traceback" not in worker.log_text()
