@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import Session
 
 from inspection.db.models import Node
 from inspection.errors import NodeLocked, NotFound
@@ -87,6 +88,19 @@ def release(engine: Engine, node_id: int, host: str) -> bool:
         LOG.warning("Node %s was not reserved by %s any more when releasing it", node_id, host)
         return False
     return True
+
+
+def still_held(session: Session, node_id: int, host: str) -> bool:
+    """Re-assert ``host``'s reservation inside ``session``'s transaction before it commits.
+
+    The conditional UPDATE takes the node row's write lock, so nothing can take the
+    reservation away between this check and the commit; False means it is already gone
+    (e.g. the inspect-wait timeout judged this holder dead) and the caller must roll back.
+    """
+    result = session.execute(
+        sa.update(_nodes).where(_nodes.c.id == node_id, _nodes.c.reservation == host)
+        .values(reservation=host, **_KEEP_UPDATED_AT))
+    return result.rowcount == 1
 
 
 @contextmanager

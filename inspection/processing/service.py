@@ -287,6 +287,14 @@ class InspectionService:
         try:
             self.pipeline.run(session, node, inventory, plugin_data, rules)
             macs = port_macs(session, node_id)
+            if not locking.still_held(session, node_id, self.host):
+                # Held so long that the timeout task judged us dead and failed the node:
+                # its verdict stands, ours is discarded.
+                session.rollback()
+                LOG.warning("Inspection results for node %s discarded: its reservation by "
+                            "%s was taken away while processing (inspect-wait timeout?)",
+                            node_uuid, self.host)
+                return None
             session.commit()
         except StageFailed as exc:
             message = str(exc)

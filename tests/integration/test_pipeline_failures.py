@@ -264,3 +264,27 @@ def test_concurrent_discovery_callbacks_make_one_node(db_url, db_engine, tmp_pat
         nodes = conn.execute(sa.select(Node.provision_state, Node.inspection_finished_at,
                                        Node.auto_discovered)).all()
     assert len(nodes) == 1 and nodes[0][0] == "enroll" and nodes[0][1] is not None
+
+
+def test_results_are_discarded_when_the_reservation_was_taken_away(db_engine, tmp_path):
+    """A worker that hung past the timeout must not overwrite the timeout's verdict."""
+    node_id = _waiting(db_engine)["id"]
+    service = service_for(db_engine, tmp_path)
+    accepted = service.accept(body(DELL))
+    before = snapshot(db_engine, node_id)
+    real_run = service.pipeline.run
+
+    def lose_reservation_then_run(session, node, *args):
+        # The worker "hangs" here with the node loaded; meanwhile the timeout task, from its
+        # own connection, judges it dead and fails the node.
+        with db_engine.begin() as conn:
+            conn.execute(sa.update(Node).where(Node.id == node_id).values(
+                reservation=None, provision_state="inspect failed", last_error="timeout"))
+        real_run(session, node, *args)
+
+    service.pipeline.run = lose_reservation_then_run
+    service.process(accepted.node_uuid, accepted.data)
+    after = snapshot(db_engine, node_id)
+    assert after["node"]["provision_state"] == "inspect failed"
+    assert after["node"]["last_error"] == "timeout"
+    assert after["ports"] == before["ports"] and after["inventories"] == before["inventories"]
