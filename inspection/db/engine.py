@@ -22,11 +22,13 @@ def describe_url(url: str | URL) -> str:
         return "<unparsable database URL>"
 
 
-def create_engine(url: str, connect_timeout: int = 10) -> Engine:
+def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False) -> Engine:
     """Create an engine with settings that suit each backend.
 
     SQLite gets WAL and a busy timeout so the filter can read while the inspection service
-    writes; server databases get a connect timeout so a dead server fails fast.
+    writes; server databases get a connect timeout so a dead server fails fast. A
+    ``read_only`` engine (the PXE filter's) never switches an SQLite file to WAL: that
+    setting is persistent, a write to a database that may belong to Ironic.
     """
     try:
         parsed = make_url(url)
@@ -52,14 +54,21 @@ def create_engine(url: str, connect_timeout: int = 10) -> Engine:
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
         raise DatabaseError(f"cannot use database {describe_url(parsed)}: {exc}") from None
     if backend == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect",
+                     _sqlite_reader_pragmas if read_only else _sqlite_pragmas)
     return engine
 
 
+def _sqlite_reader_pragmas(dbapi_conn, _record) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    _sqlite_reader_pragmas(dbapi_conn, _record)
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.close()
 
@@ -75,9 +84,10 @@ def check_connection(engine: Engine) -> None:
                             f"{reason}") from None
 
 
-def engine_from_conf(conf) -> Engine:
+def engine_from_conf(conf, read_only: bool = False) -> Engine:
     """The engine for ``conf.database.connection``."""
-    return create_engine(conf.database.connection, conf.database.connect_timeout)
+    return create_engine(conf.database.connection, conf.database.connect_timeout,
+                         read_only=read_only)
 
 
 @contextmanager

@@ -73,3 +73,20 @@ def test_dbsync_reports_unreachable_database_in_one_line(tmp_path, capsys):
 def test_dbsync_reports_missing_config_file(tmp_path, capsys):
     assert main(["dbsync", "--config-file", str(tmp_path / "nope.conf")]) == 2
     assert "nope.conf" in capsys.readouterr().err
+
+
+def test_read_only_engine_leaves_the_sqlite_journal_mode_alone(tmp_path):
+    url = f"sqlite:///{tmp_path}/ironic.sqlite"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE nodes (id INTEGER PRIMARY KEY)"))
+    engine.dispose()
+    reader = create_engine(url, read_only=True)
+    with reader.connect() as conn:
+        conn.execute(sa.text("SELECT count(*) FROM nodes"))
+        assert conn.execute(sa.text("PRAGMA journal_mode")).scalar() == "delete"
+    reader.dispose()
+    writer = create_engine(url)
+    with writer.connect() as conn:
+        assert conn.execute(sa.text("PRAGMA journal_mode")).scalar() == "wal"
+    writer.dispose()
