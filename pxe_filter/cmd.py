@@ -39,8 +39,11 @@ def _options_help() -> str:
             lines.append(f"    {opt.name}\n{text}")
     lines.append("\nother commands:\n  ironic-pxe-filter render-dnsmasq-config --config-file F"
                  "\n      render the [dnsmasq] options into dnsmasq's configuration (see its "
-                 "--help)")
-    lines.append("\nsignals: SIGHUP reloads and resyncs, SIGTERM/SIGINT stop (exit 0).")
+                 "--help)"
+                 "\n  ironic-pxe-filter status --config-file F [--format json]"
+                 "\n      what the running daemon last did (exit 3 if it does not run)")
+    lines.append("\nsignals: SIGHUP reloads, resyncs and reloads dnsmasq; SIGTERM/SIGINT stop "
+                 "(exit 0).")
     lines.append("exit status: 0 stopped cleanly, 1 runtime error, 2 configuration error.")
     return "\n".join(lines)
 
@@ -82,6 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pxe_filter.dnsmasq import render_cmd  # noqa: PLC0415 - only for this command
 
         return render_cmd.main(argv[1:])
+    if argv[:1] == ["status"]:
+        from pxe_filter import status_cmd  # noqa: PLC0415 - only for this command
+
+        return status_cmd.main(argv[1:])
     # oslo.service's threading backend imports futurist, which imports eventlet if present.
     warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
     args = build_parser().parse_args(argv)

@@ -6,6 +6,7 @@ Options re-read on SIGHUP are marked ``mutable``; the others need a restart.
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
+from pxe_filter.dnsmasq import options as dnsmasq_options
 
 GROUP = "pxe_filter"
 
@@ -23,6 +24,16 @@ pxe_filter_opts = [
     cfg.BoolOpt("deny_unknown_macs", default=False, mutable=True,
                 help="Always refuse MACs that match no port, even during inspection or with "
                      "auto-discovery enabled (which then cannot work)."),
+    cfg.BoolOpt("purge_stale_files", default=False, mutable=True,
+                help="Delete the files of MACs that no port has any more. Each deletion is "
+                     "followed at once by a dnsmasq reload (dnsmasq forgets a deleted file "
+                     "only on SIGHUP), so it needs [dnsmasq]control; without one it is "
+                     "ignored with a warning."),
+    cfg.StrOpt("state_file",
+               help="Where the daemon writes its figures (JSON, atomically) after every "
+                    "sync, broadcast and repair; read by 'ironic-pxe-filter status'. "
+                    "Default: .ironic-pxe-filter.status.json in the hostsdir (dnsmasq "
+                    "ignores dotfiles)."),
 ]
 
 
@@ -30,6 +41,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register the daemon's options and the shared ones it reads on ``conf``."""
     inspection_conf.register_opts(conf)
     conf.register_opts(pxe_filter_opts, group=GROUP)
+    dnsmasq_options.register_opts(conf)
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
@@ -40,4 +52,5 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         ("database", shared["database"]),
         ("auto_discovery", [o for o in shared["auto_discovery"] if o.name == "enabled"]),
         (GROUP, pxe_filter_opts),
+        (dnsmasq_options.GROUP, dnsmasq_options.control_opts),
     ]

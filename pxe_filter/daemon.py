@@ -1,125 +1,53 @@
-"""The daemon's lifetime: validate, lock, deny-first, sync, serve broadcasts, loop, stop.
+"""The daemon's lifetime: validate, lock, deny-first, sync, start dnsmasq, serve, loop, stop.
 
 A plain main loop rather than oslo.service's launcher, which tells systemd READY before the
 service has started and respawns a failing one forever (FACTS.md). READY=1 here means the
-first full sync is done.
+first full sync is done and dnsmasq was started (or told to re-read the hostsdir).
 """
 
 import contextlib
-import fcntl
 import logging
 import os
 import select
 import signal
 import time
 
-import sqlalchemy as sa
 from oslo_config import cfg
-from sqlalchemy.engine import make_url
 
 from inspection.common import messaging, systemd
 from inspection.db.engine import DatabaseError, check_connection, engine_from_conf
-from pxe_filter.sync import FilterSync, SyncResult
+from pxe_filter import state
+from pxe_filter.checks import (  # noqa: F401 - re-exported for callers of the old home
+    LOCK_NAME,
+    FatalConfigError,
+    FatalError,
+    HostsdirLock,
+    check_hostsdir,
+    check_sqlite_file,
+    warn_conflicts,
+)
+from pxe_filter.dnsmasq import control as dnsmasq_control
+from pxe_filter.dnsmasq.control import Control, ControlError
+from pxe_filter.selfheal import HostsdirWatcher
+from pxe_filter.sync import BroadcastResult, FilterSync, SyncResult
 
 LOG = logging.getLogger(__name__)
 
-LOCK_NAME = ".ironic-pxe-filter.lock"
+#: Seconds between checks that the hostsdir is still the directory dnsmasq watches
+#: (inotify reports a removal at once; a directory mounted over it only shows in a stat).
+HOSTSDIR_CHECK = 1.0
 
 
-class FatalError(Exception):
-    """Start-up cannot continue; the message says what to fix."""
-
-    exit_code = 1
-
-
-class FatalConfigError(FatalError):
-    """The configuration is wrong."""
-
-    exit_code = 2
-
-
-def check_hostsdir(path: str | None) -> str:
-    """Return the absolute hostsdir, or raise FatalConfigError saying what is wrong."""
-    if not path:
-        raise FatalConfigError("[pxe_filter]dhcp_hostsdir is not set: set it to the directory "
-                               "dnsmasq reads with --dhcp-hostsdir")
-    path = os.path.abspath(path)
-    if not os.path.exists(path):
-        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} does not exist: create it "
-                               f"(the directory dnsmasq's --dhcp-hostsdir names) or fix "
-                               f"the option")
-    if not os.path.isdir(path):
-        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is not a directory: point "
-                               f"it at the directory dnsmasq's --dhcp-hostsdir names")
-    # os.access alone says yes to root on a read-only mount: create and remove a real file.
-    probe = os.path.join(path, f".ironic-pxe-filter.probe.{os.getpid()}.tmp")
+def _identity(path: str) -> tuple[int, int] | None:
     try:
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise PermissionError(13, "permission denied")
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is not writable "
-                               f"({exc.strerror or exc}): give this service's user write "
-                               f"access to it, or check that its file system is not "
-                               f"mounted read-only") from None
-    return path
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
-def _check_sqlite_file(url: str) -> None:
-    """Refuse a missing SQLite file: connecting would create an empty database."""
-    try:
-        parsed = make_url(url)
-    except sa.exc.ArgumentError:
-        return  # reported with the right wording by engine_from_conf
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-        return
-    if not os.path.exists(parsed.database):
-        raise FatalConfigError(f"SQLite database {parsed.database} does not exist: create it "
-                               f"with 'ironic-inspection dbsync' or fix [database]connection")
-
-
-def _warn_conflicts(discovery: bool, deny_unknown: bool) -> None:
-    if deny_unknown and discovery:
-        LOG.warning("[pxe_filter]deny_unknown_macs and [auto_discovery]enabled are both "
-                    "true: unknown machines are refused, so auto-discovery cannot work")
-
-
-class HostsdirLock:
-    """An flock on a dotfile in the hostsdir, held for the daemon's lifetime."""
-
-    def __init__(self, hostsdir: str) -> None:
-        self.path = os.path.join(hostsdir, LOCK_NAME)
-        self.hostsdir = hostsdir
-        self.fd: int | None = None
-
-    def acquire(self) -> None:
-        """Take the lock or raise FatalError naming the daemon that holds it."""
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                         0o644)
-        except OSError as exc:
-            raise FatalError(f"cannot open lock file {self.path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            owner = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise FatalError(f"another ironic-pxe-filter (pid {owner}) already manages "
-                             f"{self.hostsdir} (lock {self.path}): stop it, or give this one "
-                             f"its own [pxe_filter]dhcp_hostsdir") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self.fd = fd
-
-    def release(self) -> None:
-        """Release the lock (the file stays: removing it would race with a new owner)."""
-        if self.fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self.fd, 0)
-            os.close(self.fd)
-            self.fd = None
+def _monotonic_usec() -> int:
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
 
 
 class Daemon:
@@ -133,6 +61,14 @@ class Daemon:
         self.server = None
         self.engine = None
         self.lock: HostsdirLock | None = None
+        self.control: Control = Control()
+        self.watcher: HostsdirWatcher | None = None
+        self.status: state.StatusRecorder | None = None
+        self.hostsdir: str | None = None
+        self._hostsdir_id: tuple[int, int] | None = None
+        self._lost: str | None = None
+        self._warned_purge = False
+        self._last_ping = 0.0
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
     # -- signals -----------------------------------------------------------------------
@@ -151,7 +87,20 @@ class Daemon:
         self.reload_requested = True
 
     def _should_stop(self) -> bool:
+        # Called for every file a sync writes: a long sync still feeds the watchdog.
+        self._ping()
         return self.stopping
+
+    def _ping(self) -> None:
+        interval = systemd.watchdog_interval()
+        now = time.monotonic()
+        if interval is not None and now - self._last_ping >= min(interval / 2, 1.0):
+            self._last_ping = now
+            systemd.notify("WATCHDOG=1")
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"w")
 
     # -- start-up ----------------------------------------------------------------------
     def _options(self) -> tuple[int, list[str], bool, bool]:
@@ -162,16 +111,25 @@ class Daemon:
         except (cfg.Error, ValueError) as exc:
             raise FatalConfigError(f"invalid configuration: {exc}") from None
 
+    def _threshold(self) -> int:
+        return self.conf.dnsmasq.reload_threshold
+
     def start(self, once: bool = False) -> SyncResult:
-        """Validate, lock, write the deny wildcard, run the first sync; raises FatalError."""
+        """Validate, lock, deny wildcard, first sync, start dnsmasq; raises FatalError."""
         period, interfaces, discovery, deny_unknown = self._options()
         try:
             hostsdir = check_hostsdir(self.conf.pxe_filter.dhcp_hostsdir)
+            state_path = self.conf.pxe_filter.state_file or state.default_path(hostsdir)
+            if not once:
+                self.control = dnsmasq_control.from_conf(self.conf, self._dnsmasq_exited)
         except cfg.Error as exc:
             raise FatalConfigError(f"invalid configuration: {exc}") from None
-        _check_sqlite_file(self.conf.database.connection)
+        except ControlError as exc:
+            raise FatalConfigError(str(exc)) from None
+        self.hostsdir = hostsdir
+        check_sqlite_file(self.conf.database.connection)
         try:
-            self.engine = engine_from_conf(self.conf)
+            self.engine = engine_from_conf(self.conf, read_only=True)
         except DatabaseError as exc:
             message = str(exc)
             if "[database]connection" not in message:
@@ -185,20 +143,33 @@ class Daemon:
         transport_url = None if once else self._transport_url()
         self.lock = HostsdirLock(hostsdir)
         self.lock.acquire()
-        _warn_conflicts(discovery, deny_unknown)
+        warn_conflicts(discovery, deny_unknown)
         self.sync = FilterSync(self.engine, hostsdir, supported_interfaces=interfaces,
                                discovery_enabled=discovery, deny_unknown_macs=deny_unknown,
                                should_stop=self._should_stop)
+        self.sync.on_broadcast = self._after_broadcast
+        self.status = state.StatusRecorder(state_path, hostsdir, self.sync.figures,
+                                           self.control.describe)
         try:
             # Until the first sync knows better, no unknown MAC may be served.
             self.sync.write_deny_wildcard()
         except OSError as exc:
             raise FatalError(f"cannot write the deny wildcard in {hostsdir}: "
                              f"{exc.strerror or exc}") from None
-        LOG.info("Managing %s from %s (sync every %s)", hostsdir,
+        LOG.info("Managing %s from %s (sync every %s; dnsmasq control: %s)", hostsdir,
                  self.engine.url.render_as_string(hide_password=True),
-                 f"{period} s" if period else "never: periodic sync disabled")
+                 f"{period} s" if period else "never: periodic sync disabled",
+                 self.control.name)
+        if not once:
+            # Watching before the first sync: nothing changed meanwhile goes unnoticed.
+            self._hostsdir_id = _identity(hostsdir)
+            self.watcher = HostsdirWatcher(hostsdir, self._repair, self._on_overflow,
+                                           self._on_lost)
         result = self._first_sync()
+        if once or self.stopping:
+            return result
+        self.watcher.start()
+        self._start_dnsmasq()
         if transport_url and not self.stopping:
             self._start_rpc(transport_url)
         return result
@@ -220,8 +191,18 @@ class Daemon:
         except OSError as exc:
             raise FatalError(f"first sync failed: cannot read {self.sync.hostsdir.path}: "
                              f"{exc.strerror or exc}") from None
-        self._log_sync(result, first=True)
+        self._after_sync(result, first=True)
         return result
+
+    def _start_dnsmasq(self) -> None:
+        """After the first sync: start dnsmasq, or make a running one re-read everything."""
+        try:
+            self.control.start()
+        except ControlError as exc:
+            raise FatalError(f"{exc}; the hostsdir is synced, fix [dnsmasq] and restart "
+                             f"ironic-pxe-filter") from None
+        if self.control.can_reload:
+            LOG.info("dnsmasq started or reloaded after the first sync (%s)", self.control.name)
 
     def _start_rpc(self, url: str) -> None:
         from pxe_filter import rpc  # noqa: PLC0415 - oslo.messaging only when configured
@@ -234,6 +215,133 @@ class Daemon:
                              f"{exc}") from None
         LOG.info("Listening for update_pxe_filters broadcasts as server %s", self.conf.host)
 
+    # -- dnsmasq -----------------------------------------------------------------------
+    def _reload_dnsmasq(self, reason: str) -> bool:
+        """SIGHUP dnsmasq through the control; False (logged) if it could not be done."""
+        if not self.control.can_reload:
+            return False
+        try:
+            outcome = self.control.reload()
+        except ControlError as exc:
+            LOG.error("dnsmasq not reloaded after %s: %s", reason, exc)
+            if self.status is not None:
+                self.status.error(f"dnsmasq reload failed: {exc}", write=True)
+            return False
+        LOG.info("dnsmasq %s after %s", "reloaded" if outcome == dnsmasq_control.RELOADED
+                 else "not running, nothing to reload", reason)
+        if outcome == dnsmasq_control.RELOADED and self.status is not None:
+            self.status.dnsmasq_event("reload", reason)
+        return True
+
+    def _dnsmasq_exited(self, message: str) -> None:
+        if self.status is not None:
+            self.status.error(message)
+            self.status.dnsmasq_event("restart", message)
+
+    def _purge_stale(self, result: SyncResult) -> None:
+        if not self.conf.pxe_filter.purge_stale_files or self.sync is None:
+            return
+        if not self.control.can_reload:
+            if not self._warned_purge:
+                LOG.warning("[pxe_filter]purge_stale_files ignored: deleting a file needs a "
+                            "dnsmasq reload right after it; set [dnsmasq]control")
+                self._warned_purge = True
+            return
+
+        def reload() -> None:
+            self.control.reload()  # NOT_RUNNING is fine: a new dnsmasq reads the directory
+
+        try:
+            result.purged = self.sync.purge_stale(reload)
+        except ControlError as exc:
+            LOG.error("Purge undone (files written back): dnsmasq could not be reloaded: %s",
+                      exc)
+            if self.status is not None:
+                self.status.error(f"purge undone: {exc}")
+        except OSError as exc:
+            LOG.error("Purge failed: %s", exc.strerror or exc)
+
+    def _after_sync(self, result: SyncResult, first: bool = False) -> None:
+        self._purge_stale(result)
+        if not first and result.written > self._threshold():
+            self._reload_dnsmasq(f"a sync rewrote {result.written} files")
+        elif result.purged and self.status is not None:
+            self.status.dnsmasq_event("reload", f"purged {result.purged} file(s)")
+        self._log_sync(result, first)
+        if self.status is not None:
+            self.status.sync(result, first)
+
+    def _after_broadcast(self, result: BroadcastResult) -> None:
+        if result.written > self._threshold():
+            self._reload_dnsmasq(f"a broadcast rewrote {result.written} files")
+        if self.status is not None:
+            self.status.broadcast(result)
+
+    # -- self-healing ------------------------------------------------------------------
+    def _repair(self, names: set[str], content: set[str], wait: bool) -> list[str] | None:
+        assert self.sync is not None
+        repaired = self.sync.repair(names, content, wait)
+        if repaired:
+            if len(repaired) > self._threshold():
+                self._reload_dnsmasq(f"{len(repaired)} files were repaired")
+            if self.status is not None:
+                self.status.repaired(repaired)
+        return repaired
+
+    def _on_overflow(self) -> None:
+        assert self.sync is not None
+        repaired = self.sync.recheck_all()
+        # dnsmasq's own queue on this directory most likely overflowed too.
+        self._reload_dnsmasq("an inotify queue overflow")
+        if self.status is not None:
+            self.status.repaired(repaired)
+
+    def _on_lost(self, reason: str) -> None:
+        self._lost = reason
+        self._wake()
+
+    def _check_hostsdir(self) -> None:
+        """Restore a removed or replaced hostsdir; raises FatalError without a control."""
+        assert self.hostsdir is not None and self.sync is not None
+        current = _identity(self.hostsdir)
+        if self._lost is None and current == self._hostsdir_id:
+            return
+        reason = self._lost or ("missing" if current is None else "replaced (new inode)")
+        self._lost = None
+        LOG.critical("The hostsdir %s was removed or replaced (%s): dnsmasq no longer "
+                     "watches it. Restoring its content", self.hostsdir, reason)
+        try:
+            if current is None:
+                os.makedirs(self.hostsdir, mode=0o755, exist_ok=True)
+                os.chmod(self.hostsdir, 0o755)  # noqa: S103 - dnsmasq reads it as its user
+            lock = HostsdirLock(self.hostsdir)
+            lock.acquire()
+            if self.lock is not None:
+                self.lock.release()
+            self.lock = lock
+            written = self.sync.restore_directory()
+        except OSError as exc:
+            raise FatalError(f"cannot restore the hostsdir {self.hostsdir}: "
+                             f"{exc.strerror or exc}") from None
+        self._hostsdir_id = _identity(self.hostsdir)
+        if self.watcher is not None:
+            self.watcher.rewatch(self.hostsdir)
+        LOG.warning("Hostsdir %s restored: %d file(s) written", self.hostsdir, written)
+        if self.status is not None:
+            self.status.error(f"hostsdir {reason}; restored {written} file(s)")
+        if not self.control.can_reload:
+            raise FatalError(f"the hostsdir {self.hostsdir} was {reason} and dnsmasq only "
+                             f"watches the old one; no [dnsmasq]control is configured, so "
+                             f"exiting for systemd to restart dnsmasq with the filter")
+        try:
+            self.control.restart()
+        except ControlError as exc:
+            raise FatalError(f"hostsdir restored but dnsmasq could not be restarted: "
+                             f"{exc}") from None
+        LOG.warning("dnsmasq restarted on the restored hostsdir")
+        if self.status is not None:
+            self.status.dnsmasq_event("restart", f"hostsdir {reason}")
+
     # -- running -----------------------------------------------------------------------
     def run_loop(self) -> None:
         """Sync every sync_period until asked to stop; SIGHUP reloads and resyncs."""
@@ -241,23 +349,34 @@ class Daemon:
         next_sync = time.monotonic() + period if period else None
         while not self.stopping:
             now = time.monotonic()
-            timeouts = [t for t in (systemd.watchdog_interval(),
+            timeouts = [t for t in (systemd.watchdog_interval(), HOSTSDIR_CHECK,
                                     None if next_sync is None else max(next_sync - now, 0))
                         if t is not None]
-            self._wait(min(timeouts) if timeouts else None)
+            self._wait(min(timeouts))
             if self.stopping:
                 break
-            systemd.notify("WATCHDOG=1")
+            self._last_ping = time.monotonic()
+            if systemd.watchdog_interval() is not None:
+                systemd.notify("WATCHDOG=1")
+            self._check_hostsdir()
             if self.reload_requested:
                 self.reload_requested = False
+                systemd.notify("RELOADING=1", f"MONOTONIC_USEC={_monotonic_usec()}",
+                               "STATUS=reloading configuration and resyncing")
                 period = self._reload(period)
+                self._periodic_sync()
+                self._reload_dnsmasq("SIGHUP")
+                allowed, denied, _ = self.sync.figures() if self.sync else (0, 0, None)
+                systemd.notify("READY=1", f"STATUS=reloaded: {allowed} MAC(s) allowed, "
+                                          f"{denied} denied")
             elif next_sync is None or time.monotonic() < next_sync:
                 continue
-            self._periodic_sync()
+            else:
+                self._periodic_sync()
             next_sync = time.monotonic() + period if period else None
 
     def _wait(self, timeout: float | None) -> None:
-        if self.reload_requested or self.stopping:
+        if self.reload_requested or self.stopping or self._lost:
             return
         with contextlib.suppress(InterruptedError):
             select.select([self._wake_r], [], [], timeout)
@@ -278,7 +397,7 @@ class Daemon:
         self.sync.configure(supported_interfaces=interfaces, discovery_enabled=discovery,
                             deny_unknown_macs=deny_unknown)
         self.sync.reread_files()
-        _warn_conflicts(discovery, deny_unknown)
+        warn_conflicts(discovery, deny_unknown)
         return new_period
 
     def _periodic_sync(self) -> None:
@@ -289,12 +408,17 @@ class Daemon:
             LOG.error("Sync skipped, files left as they are: %s; check [database]connection "
                       "and the database server; retrying at the next sync", exc)
             systemd.notify(f"STATUS=database error, retrying: {exc}"[:400])
+            if self.status is not None:
+                self.status.error(f"database error: {exc}", write=True)
             return
         except OSError as exc:
             LOG.error("Sync failed: cannot list %s: %s; retrying at the next sync",
                       self.sync.hostsdir.path, exc.strerror or exc)
+            if self.status is not None:
+                self.status.error(f"cannot list the hostsdir: {exc.strerror or exc}",
+                                  write=True)
             return
-        self._log_sync(result)
+        self._after_sync(result)
 
     def _log_sync(self, result: SyncResult, first: bool = False) -> None:
         changed = first or result.written or result.failed or result.kept_broadcasts
@@ -307,8 +431,8 @@ class Daemon:
                        f"{result.failed} file(s) failing")
 
     def shutdown(self) -> None:
-        """Stop serving broadcasts, release the lock and the database."""
-        systemd.notify("STOPPING=1")
+        """Stop serving broadcasts and watching, stop a dnsmasq we run, release the lock."""
+        systemd.notify("STOPPING=1", "STATUS=stopping")
         # A repeated SIGTERM must not kill the process with the default action, which
         # Python reinstates for its own handlers while the interpreter finalises.
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -319,8 +443,13 @@ class Daemon:
             with contextlib.suppress(Exception):
                 rpc.stop_server(self.server)
             self.server = None
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
+        self.control.stop()
+        if self.status is not None and self.status.data.get("ready"):
+            self.status.stopped()
         if self.lock is not None:
             self.lock.release()
         if self.engine is not None:
             self.engine.dispose()
-

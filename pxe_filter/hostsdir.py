@@ -222,6 +222,66 @@ class HostsDir:
         """The canonical file name of ``mac`` plus any non-canonical spellings present."""
         return [mac, *sorted(self.spellings.get(mac, ()))]
 
+    def foreign_change(self, name: str, content_event: bool,
+                       want: Callable[[str, str], bool]) -> tuple[str, str] | None:
+        """(what happened, MAC) if file ``name`` no longer says ``want(name, mac)``.
+
+        Cheap for our own renames: the inode we recorded is still there and no in-place
+        write was reported (``content_event``), so nothing is read.
+        """
+        entry = self.files.get(name)
+        mac = entry.mac if entry is not None else self._classify(name)
+        if mac is None:
+            return None
+        try:
+            st = os.lstat(os.path.join(self.path, name))
+        except FileNotFoundError:
+            if entry is None:
+                return None  # deleted by us (purge), or never one of ours
+            self._forget(name)
+            self.inodes.pop(name, None)
+            return "deleted", mac
+        except OSError:
+            return None
+        if entry is not None and not content_event and self.inodes.get(name) == st.st_ino:
+            return None
+        known = entry is not None
+        self.inodes[name] = st.st_ino
+        self._read(name, mac)
+        entry = self.files.get(name)
+        if entry is None or entry.state is want(name, mac):
+            return None  # not a regular file (cannot be replaced by us), or content right
+        if not known:
+            return "created", mac
+        if st.st_size == 0:
+            return "truncated", mac
+        return ("edited" if content_event else "replaced"), mac
+
+    def stale_files(self, desired: DesiredState, keep: set[str]) -> list[tuple[str, str]]:
+        """(name, MAC) of files for MACs the policy does not name whose content already
+        says what the wildcard says (so deleting them changes nothing dnsmasq decides)."""
+        return [(name, entry.mac) for name, entry in self.files.items()
+                if name != WILDCARD and entry.mac not in desired.allow
+                and entry.mac not in desired.deny and entry.mac not in keep
+                and entry.state is desired.unknown_allowed]
+
+    def remove(self, files: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Delete ``files`` (name, MAC); the ones actually deleted."""
+        removed = []
+        for name, mac in files:
+            try:
+                os.unlink(os.path.join(self.path, name))
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                LOG.warning("Cannot delete %s: %s", os.path.join(self.path, name),
+                            exc.strerror or exc)
+                continue
+            self._forget(name)
+            self.inodes.pop(name, None)
+            removed.append((name, mac))
+        return removed
+
     def write_all(self, changes: Iterable[tuple[str, str, bool]],
                   should_stop: Callable[[], bool] = lambda: False) -> WriteReport:
         """Write each change; one failure is logged and does not stop the others."""

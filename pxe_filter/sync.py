@@ -40,6 +40,7 @@ class SyncResult:
     reread: int = 0
     kept_broadcasts: int = 0
     interrupted: bool = False
+    purged: int = 0
 
     def summary(self) -> str:
         """One log-friendly line."""
@@ -78,6 +79,11 @@ class FilterSync:
         self._seq = 0
         self._broadcasts: dict[str, tuple[int, bool]] = {}  # MAC -> (seq, allow)
         self._syncs = 0
+        #: Called with every BroadcastResult, outside the lock (status, threshold reload).
+        self.on_broadcast: Callable[[BroadcastResult], None] | None = None
+        #: The policy the daemon holds (last sync plus later broadcasts); None before the
+        #: first sync. Self-healing puts files back to it.
+        self.desired: policy.DesiredState | None = None
 
     def configure(self, *, supported_interfaces: Collection[str],
                   discovery_enabled: bool, deny_unknown_macs: bool) -> None:
@@ -127,6 +133,7 @@ class FilterSync:
             changes = self.hostsdir.changes(desired)
             report = self.hostsdir.write_all(changes, self.should_stop)
             result.reread = self.hostsdir.reread
+            self.desired = desired
         result.allowed, result.denied = len(desired.allow), len(desired.deny)
         result.written, result.failed = report.written, report.failed
         result.kept_broadcasts, result.interrupted = kept, report.interrupted
@@ -162,6 +169,8 @@ class FilterSync:
             changes = []
             for mac, want in wanted.items():
                 self._broadcasts[mac] = (self._seq, want)
+                if self.desired is not None:
+                    self.desired.set(mac, want)
                 for name in self.hostsdir.names_for(mac):
                     if (not self.hostsdir.loaded or self.hostsdir.state_of(name) is not want
                             or not _same_file(self.hostsdir, name)):
@@ -178,7 +187,105 @@ class FilterSync:
             LOG.debug("Broadcast allowed %s, denied %s",
                       sorted(m for m, a in wanted.items() if a),
                       sorted(m for m, a in wanted.items() if not a))
+        if self.on_broadcast is not None:
+            self.on_broadcast(result)
         return result
+
+    def figures(self) -> tuple[int, int, bool | None]:
+        """(allowed, denied, unknown allowed) of the held policy (None before a sync)."""
+        desired = self.desired
+        if desired is None:
+            return 0, 0, None
+        return len(desired.allow), len(desired.deny), desired.unknown_allowed
+
+
+    # -- self-healing (pxe_filter.selfheal drives these) -------------------------------
+    def repair(self, names: Iterable[str], content_changed: Collection[str] = (),
+               wait: bool = True) -> list[str] | None:
+        """Put files changed by someone else back to the held policy; the repaired names.
+
+        ``names`` had directory events; those in ``content_changed`` were written in place
+        (their inode says nothing). Our own writes are recognised by the inode we recorded
+        when renaming them into place, deletions of ours by the name being forgotten.
+        Without ``wait``, returns None at once if a sync or broadcast holds the hostsdir.
+        """
+        repaired: list[str] = []
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            if self.desired is None:
+                return repaired
+            for name in names:
+                if name.startswith("."):
+                    continue
+                found = self.hostsdir.foreign_change(name, name in content_changed,
+                                                     self._want)
+                if found is None:
+                    continue
+                why, mac = found
+                want = self._want(name, mac)
+                LOG.warning("%s was %s by someone else: restored to %s",
+                            os.path.join(self.hostsdir.path, name), why,
+                            "allow" if want else "deny")
+                if self.hostsdir.write_all([(name, mac, want)]).written:
+                    repaired.append(name)
+        finally:
+            self._lock.release()
+        return repaired
+
+    def _want(self, name: str, mac: str) -> bool:
+        assert self.desired is not None
+        return self.desired.unknown_allowed if name == WILDCARD else self.desired.decision(mac)
+
+    def recheck_all(self) -> list[str]:
+        """Re-read every file and repair the differences (inotify queue overflow)."""
+        with self._lock:
+            if self.desired is None:
+                return []
+            self.hostsdir.invalidate()
+            self.hostsdir.scan()
+            changes = self.hostsdir.changes(self.desired)
+            for name, _mac, want in changes:
+                LOG.warning("%s differs from the policy: restored to %s",
+                            os.path.join(self.hostsdir.path, name), "allow" if want else "deny")
+            self.hostsdir.write_all(changes)
+            return [name for name, _, _ in changes]
+
+    def restore_directory(self) -> int:
+        """Rewrite every file of the held policy into a new or emptied directory."""
+        with self._lock:
+            self.hostsdir.invalidate()
+            self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
+            self.hostsdir.scan()
+            if self.desired is None:
+                return 1
+            report = self.hostsdir.write_all(self.hostsdir.changes(self.desired))
+            return report.written + 1
+
+    def purge_stale(self, reload: Callable[[], object]) -> int:
+        """Delete files of MACs no port has any more, then reload dnsmasq at once.
+
+        Only files whose content already equals the wildcard's decision are deleted: until
+        dnsmasq's SIGHUP its memory keeps the deleted line, which then says the same as the
+        wildcard. If the reload raises, the files are written back (a deleted allow must not
+        outlive a later wildcard change in dnsmasq's memory) and the error propagates.
+        """
+        with self._lock:
+            if self.desired is None:
+                return 0
+            stale = self.hostsdir.stale_files(self.desired, set(self._broadcasts))
+            removed = self.hostsdir.remove(stale)
+            if not removed:
+                return 0
+            try:
+                reload()
+            except Exception:
+                self.hostsdir.write_all([(name, mac, self.desired.unknown_allowed)
+                                         for name, mac in removed])
+                raise
+            LOG.info("Purged %d file(s) of MACs without a port; dnsmasq reloaded",
+                     len(removed))
+            return len(removed)
 
 
 def _same_file(hostsdir: HostsDir, name: str) -> bool:

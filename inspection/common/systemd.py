@@ -17,7 +17,10 @@ def notify(*fields: str) -> bool:
         address = "\0" + address[1:]
     message = "\n".join(fields).encode()
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+        # Non-blocking: a receiver that stops reading (queue of net.unix.max_dgram_qlen,
+        # 10 by default) must never freeze the service; the message is dropped instead.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC
+                           | socket.SOCK_NONBLOCK) as sock:
             sock.connect(address)
             sock.sendall(message)
     except OSError:

@@ -77,12 +77,44 @@ dnsmasq_opts = [
                help="User dnsmasq drops privileges to. Unset: dnsmasq's built-in default."),
 ]
 
+#: How the daemon starts, reloads (SIGHUP) and restarts dnsmasq; read by the daemon only.
+control_opts = [
+    cfg.StrOpt("control", default="none", choices=["none", "pidfile", "systemd", "commands"],
+               help="How ironic-pxe-filter drives dnsmasq. none: it does not (threshold "
+                    "reloads and purging are off; a replaced hostsdir makes the daemon exit "
+                    "1 so systemd restarts both units). pidfile: start dnsmasq with "
+                    "start_command (default: '<binary> --conf-file=<config_file>', which "
+                    "daemonises) unless the process in pid_file runs, SIGHUP it after the "
+                    "first sync; it keeps running when the daemon stops. systemd: 'systemctl "
+                    "--no-block' reload-or-restart/restart of systemd_unit. commands: run "
+                    "start_command in the foreground as a child, restart it when it exits, "
+                    "stop it when the daemon stops."),
+    cfg.StrOpt("systemd_unit", default="ironic-inspection-dnsmasq.service",
+               help="The dnsmasq unit driven with control = systemd."),
+    cfg.StrOpt("start_command",
+               help="Command line that starts dnsmasq (split like a shell would, not run by "
+                    "one). Required with control = commands, where it must stay in the "
+                    "foreground (e.g. 'dnsmasq --keep-in-foreground --conf-file=...')."),
+    cfg.StrOpt("reload_command",
+               help="Command that makes dnsmasq re-read the hostsdir. Unset: SIGHUP to the "
+                    "process (commands: the child; pidfile: the pid in pid_file)."),
+    cfg.StrOpt("stop_command",
+               help="Command that stops dnsmasq (control = commands). Unset: SIGTERM to the "
+                    "child, SIGKILL after 5 s."),
+    cfg.IntOpt("reload_threshold", default=1000, min=1, max=16000,
+               help="SIGHUP dnsmasq after a sync, broadcast or repair that rewrote more "
+                    "files than this: dnsmasq's inotify queue holds 16384 events and loses "
+                    "changes silently beyond it (every rewrite costs dnsmasq several "
+                    "events). Needs a control other than none."),
+]
+
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register the ``[dnsmasq]`` options on ``conf`` (idempotent)."""
     conf.register_opts(dnsmasq_opts, group=GROUP)
+    conf.register_opts(control_opts, group=GROUP)
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
     """Options for oslo-config-generator and docs."""
-    return [(GROUP, dnsmasq_opts)]
+    return [(GROUP, [*dnsmasq_opts, *control_opts])]

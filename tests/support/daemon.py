@@ -81,6 +81,12 @@ class FilterProcess:
             if field == "READY=1":
                 self.ready = True
 
+    def collect(self, seconds: float) -> None:
+        """Read notifications for ``seconds`` (the daemon drops them when the queue is full)."""
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            self._drain(min(remaining, 0.05))
+
     def status(self) -> str | None:
         """Last STATUS= the daemon sent (after reading pending notifications)."""
         self._drain(0.001)
@@ -138,11 +144,13 @@ class FilterProcess:
 def start_filter(tmp_path: Path, db_url: str, hostsdir: Path | str,
                  transport_url: str | None = None, extra_conf: dict | None = None, *,
                  name: str = "filter", debug: bool = True,
-                 extra_args: tuple[str, ...] = ()) -> FilterProcess:
+                 extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None
+                 ) -> FilterProcess:
     """Start ``ironic-pxe-filter`` on a generated config in ``tmp_path`` (does not wait).
 
     ``extra_conf`` is {section: {option: value}} merged over the generated sections; ``name``
-    keeps the config, log and RPC server name of several daemons in one test apart.
+    keeps the config, log and RPC server name of several daemons in one test apart; ``env``
+    adds environment variables (e.g. WATCHDOG_USEC).
     """
     tmp_path = Path(tmp_path)
     sections: dict[str, dict[str, object]] = {
@@ -161,8 +169,10 @@ def start_filter(tmp_path: Path, db_url: str, hostsdir: Path | str,
     address = f"pxe-filter-test-{uuid.uuid4().hex}"
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind("\0" + address)
+    extra_env = env or {}
     env = dict(os.environ, NOTIFY_SOCKET="@" + address, PYTHONUNBUFFERED="1")
     env.pop("WATCHDOG_USEC", None)
+    env.update(extra_env)
     argv = [*filter_command(), "--config-file", str(config_path), *extra_args]
     if debug:
         argv.append("--debug")

@@ -1,0 +1,110 @@
+"""Start-up checks of the daemon: the hostsdir, the SQLite file, the hostsdir lock."""
+
+import contextlib
+import fcntl
+import logging
+import os
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+LOG = logging.getLogger(__name__)
+
+LOCK_NAME = ".ironic-pxe-filter.lock"
+
+
+class FatalError(Exception):
+    """Start-up cannot continue; the message says what to fix."""
+
+    exit_code = 1
+
+
+class FatalConfigError(FatalError):
+    """The configuration is wrong."""
+
+    exit_code = 2
+
+
+def check_hostsdir(path: str | None) -> str:
+    """Return the absolute hostsdir, or raise FatalConfigError saying what is wrong."""
+    if not path:
+        raise FatalConfigError("[pxe_filter]dhcp_hostsdir is not set: set it to the directory "
+                               "dnsmasq reads with --dhcp-hostsdir")
+    path = os.path.abspath(path)
+    if not os.path.exists(path):
+        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} does not exist: create it "
+                               f"(the directory dnsmasq's --dhcp-hostsdir names) or fix "
+                               f"the option")
+    if not os.path.isdir(path):
+        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is not a directory: point "
+                               f"it at the directory dnsmasq's --dhcp-hostsdir names")
+    # os.access alone says yes to root on a read-only mount: create and remove a real file.
+    probe = os.path.join(path, f".ironic-pxe-filter.probe.{os.getpid()}.tmp")
+    try:
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(13, "permission denied")
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is not writable "
+                               f"({exc.strerror or exc}): give this service's user write "
+                               f"access to it, or check that its file system is not "
+                               f"mounted read-only") from None
+    return path
+
+
+def check_sqlite_file(url: str) -> None:
+    """Refuse a missing SQLite file: connecting would create an empty database."""
+    try:
+        parsed = make_url(url)
+    except sa.exc.ArgumentError:
+        return  # reported with the right wording by engine_from_conf
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    if not os.path.exists(parsed.database):
+        raise FatalConfigError(f"SQLite database {parsed.database} does not exist: create it "
+                               f"with 'ironic-inspection dbsync' or fix [database]connection")
+
+
+def warn_conflicts(discovery: bool, deny_unknown: bool) -> None:
+    """Warn when the options make auto-discovery impossible."""
+    if deny_unknown and discovery:
+        LOG.warning("[pxe_filter]deny_unknown_macs and [auto_discovery]enabled are both "
+                    "true: unknown machines are refused, so auto-discovery cannot work")
+
+
+class HostsdirLock:
+    """An flock on a dotfile in the hostsdir, held for the daemon's lifetime."""
+
+    def __init__(self, hostsdir: str) -> None:
+        self.path = os.path.join(hostsdir, LOCK_NAME)
+        self.hostsdir = hostsdir
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise FatalError naming the daemon that holds it."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                         0o644)
+        except OSError as exc:
+            raise FatalError(f"cannot open lock file {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise FatalError(f"another ironic-pxe-filter (pid {owner}) already manages "
+                             f"{self.hostsdir} (lock {self.path}): stop it, or give this one "
+                             f"its own [pxe_filter]dhcp_hostsdir") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        """Release the lock (the file stays: removing it would race with a new owner)."""
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, 0)
+            os.close(self.fd)
+            self.fd = None

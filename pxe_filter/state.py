@@ -1,0 +1,152 @@
+"""The daemon's figures as a JSON state file, written atomically, read by ``status``.
+
+Written after every sync, broadcast, repair and dnsmasq event. The default path is a dotfile
+in the hostsdir, which dnsmasq ignores and which the service may always write.
+"""
+
+import contextlib
+import datetime
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+LOG = logging.getLogger(__name__)
+
+STATE_NAME = ".ironic-pxe-filter.status.json"
+FORMAT_VERSION = 1
+
+
+def default_path(hostsdir: str) -> str:
+    """Where the state file goes when ``[pxe_filter]state_file`` is unset."""
+    return os.path.join(hostsdir, STATE_NAME)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+
+
+class StatusRecorder:
+    """Collects the figures and writes them; thread-safe (RPC threads, watcher, main loop)."""
+
+    def __init__(self, path: str, hostsdir: str,
+                 figures: Callable[[], tuple[int, int, bool | None]],
+                 dnsmasq: Callable[[], dict[str, object]]) -> None:
+        self.path = path
+        self._figures = figures
+        self._dnsmasq = dnsmasq
+        self._lock = threading.Lock()
+        self._io_lock = threading.Lock()  # one writer of the temporary file at a time
+        self._warned = False
+        self.data: dict[str, object] = {
+            "format": FORMAT_VERSION, "pid": os.getpid(), "running": True,
+            "started_at": _now(), "hostsdir": hostsdir, "ready": False,
+            "last_sync": None, "syncs": 0, "last_broadcast": None, "broadcasts": 0,
+            "repaired": 0, "last_repair": None,
+            "errors": {"count": 0, "last": None, "last_at": None},
+            "dnsmasq_events": {"reloads": 0, "last_reload": None, "last_reload_reason": None,
+                               "restarts": 0, "last_restart": None},
+        }
+
+    def sync(self, result, first: bool = False) -> None:
+        """Record a full sync (a pxe_filter.sync.SyncResult)."""
+        with self._lock:
+            self.data["ready"] = True
+            self.data["syncs"] = int(self.data["syncs"]) + 1
+            self.data["last_sync"] = {
+                "at": _now(), "duration_s": round(result.duration, 3), "first": first,
+                "written": result.written, "failed": result.failed,
+                "purged": result.purged, "invalid_macs": result.invalid}
+        if result.failed:
+            self.error(f"{result.failed} file(s) could not be written in the last sync")
+        self.write()
+
+    def broadcast(self, result) -> None:
+        """Record a broadcast (a pxe_filter.sync.BroadcastResult)."""
+        with self._lock:
+            self.data["broadcasts"] = int(self.data["broadcasts"]) + 1
+            self.data["last_broadcast"] = {
+                "at": _now(), "allowed": result.allowed, "denied": result.denied,
+                "rejected": result.rejected, "written": result.written,
+                "failed": result.failed}
+        self.write()
+
+    def repaired(self, names: list[str]) -> None:
+        """Record files put back by self-healing."""
+        if not names:
+            return
+        with self._lock:
+            self.data["repaired"] = int(self.data["repaired"]) + len(names)
+            self.data["last_repair"] = {"at": _now(), "files": sorted(names)[:20],
+                                        "count": len(names)}
+        self.write()
+
+    def dnsmasq_event(self, kind: str, reason: str) -> None:
+        """Record a dnsmasq reload or restart (``kind`` is "reload" or "restart")."""
+        with self._lock:
+            events = self.data["dnsmasq_events"]
+            assert isinstance(events, dict)
+            events[f"{kind}s"] += 1
+            events[f"last_{kind}"] = _now()
+            if kind == "reload":
+                events["last_reload_reason"] = reason
+        self.write()
+
+    def error(self, message: str, write: bool = False) -> None:
+        """Count an error and keep its message."""
+        with self._lock:
+            errors = self.data["errors"]
+            assert isinstance(errors, dict)
+            errors["count"] += 1
+            errors["last"] = message
+            errors["last_at"] = _now()
+        if write:
+            self.write()
+
+    def stopped(self) -> None:
+        """Mark the daemon stopped (clean shutdown)."""
+        with self._lock:
+            self.data["running"] = False
+            self.data["stopped_at"] = _now()
+        self.write()
+
+    def snapshot(self) -> dict[str, object]:
+        """The figures as written (counts and dnsmasq state fetched now)."""
+        allowed, denied, unknown = self._figures()
+        try:
+            dnsmasq = self._dnsmasq()
+        except Exception as exc:  # a control that cannot describe itself: say so, go on
+            dnsmasq = {"error": str(exc)}
+        with self._lock:
+            data = json.loads(json.dumps(self.data))
+        data.update(allowed=allowed, denied=denied, updated_at=_now(),
+                    updated_epoch=round(time.time(), 3),
+                    wildcard=None if unknown is None else ("allow" if unknown else "deny"))
+        data["dnsmasq"] = {**dnsmasq, **data.pop("dnsmasq_events")}
+        return data
+
+    def write(self) -> None:
+        """Write the state file atomically (0644); a failure is logged once, not raised."""
+        with self._io_lock:
+            self._write(self.snapshot())
+
+    def _write(self, data: dict[str, object]) -> None:
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o644)
+            with os.fdopen(fd, "w") as stream:
+                os.fchmod(stream.fileno(), 0o644)
+                json.dump(data, stream, indent=1, sort_keys=True)
+                stream.write("\n")
+            os.rename(tmp, self.path)
+            self._warned = False
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if not self._warned:
+                LOG.warning("Cannot write the state file %s: %s", self.path,
+                            exc.strerror or exc)
+                self._warned = True

@@ -1,0 +1,139 @@
+"""``ironic-pxe-filter status``: the daemon's figures from its state file, for humans or JSON.
+
+Exit status: 0 the daemon runs; 3 it does not (no state file, stopped, or a stale pid: the
+last figures are still shown); 2 bad usage or configuration; 1 an unreadable state file.
+"""
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from oslo_config import cfg
+
+from inspection.common.config import ConfigError, load
+from pxe_filter import conf as filter_conf
+from pxe_filter import state
+
+PROG = "ironic-pxe-filter status"
+NOT_RUNNING = 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command's own argument parser."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Show what the running ironic-pxe-filter last did: MAC "
+                               "counts, wildcard policy, last sync and broadcast, files "
+                               "repaired, errors and the dnsmasq it drives.")
+    parser.add_argument("--config-file", action="append", default=[], metavar="PATH")
+    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR")
+    parser.add_argument("--format", choices=["human", "json"], default="human")
+    return parser
+
+
+def _pid_alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as stream:
+            cmdline = stream.read()
+    except OSError:
+        return False
+    return b"ironic-pxe-filter" in cmdline or b"pxe_filter" in cmdline
+
+
+def assess(data: dict) -> tuple[bool, str]:
+    """(running, one-line verdict) for a state file's content."""
+    pid = data.get("pid")
+    if not data.get("running", True):
+        return False, f"not running: stopped at {data.get('stopped_at')}"
+    if not _pid_alive(pid):
+        return False, (f"not running: pid {pid} in the state file is gone (stale since "
+                       f"{data.get('updated_at')}; the figures below are from then)")
+    return True, f"running (pid {pid})"
+
+
+def _line(label: str, value: object) -> str:
+    return f"  {label + ':':<20} {value}"
+
+
+def render_human(data: dict, verdict: str) -> str:
+    """The figures as a few aligned lines."""
+    sync = data.get("last_sync") or {}
+    bcast = data.get("last_broadcast")
+    errors = data.get("errors") or {}
+    dnsmasq = data.get("dnsmasq") or {}
+    repair = data.get("last_repair") or {}
+    lines = [f"ironic-pxe-filter: {verdict}",
+             _line("hostsdir", data.get("hostsdir")),
+             _line("allowed MACs", data.get("allowed")),
+             _line("denied MACs", data.get("denied")),
+             _line("unknown MACs", f"{data.get('wildcard')} (wildcard)"),
+             _line("last sync", f"{sync.get('at')} in {sync.get('duration_s')} s, "
+                                f"{sync.get('written')} written, {sync.get('failed')} failed"
+                   if sync else "none yet"),
+             _line("syncs", data.get("syncs")),
+             _line("last broadcast", f"{bcast['at']}: {bcast['allowed']} allowed, "
+                                     f"{bcast['denied']} denied, {bcast['rejected']} "
+                                     f"rejected, {bcast['written']} written"
+                   if bcast else "none"),
+             _line("broadcasts", data.get("broadcasts")),
+             _line("files repaired", f"{data.get('repaired')}"
+                   + (f" (last {repair.get('at')}: {', '.join(repair.get('files', []))})"
+                      if repair else "")),
+             _line("errors", f"{errors.get('count', 0)}"
+                   + (f" (last {errors.get('last_at')}: {errors.get('last')})"
+                      if errors.get("last") else "")),
+             _line("dnsmasq control", dnsmasq.get("control"))]
+    details = [f"{key} {dnsmasq[key]}" for key in ("unit", "pid", "running", "reloads",
+                                                  "last_reload", "restarts")
+               if key in dnsmasq]
+    if details:
+        lines.append(_line("dnsmasq", ", ".join(details)))
+    lines.append(_line("updated", data.get("updated_at")))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    conf = cfg.ConfigOpts()
+    try:
+        filter_conf.register_opts(conf)
+        load(conf, args.config_file, args.config_dir)
+        hostsdir = conf.pxe_filter.dhcp_hostsdir
+        path = conf.pxe_filter.state_file
+        if not path and not hostsdir:
+            raise ConfigError("set [pxe_filter]dhcp_hostsdir (or [pxe_filter]state_file)")
+        path = path or state.default_path(os.path.abspath(hostsdir))
+    except (ConfigError, cfg.Error) as exc:
+        print(f"{PROG}: configuration error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with open(path) as stream:
+            data = json.load(stream)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except FileNotFoundError:
+        message = (f"ironic-pxe-filter is not running, or has not finished its first sync: "
+                   f"no state file {path}")
+        if args.format == "json":
+            print(json.dumps({"running": False, "state_file": path, "message": message}))
+        else:
+            print(message)
+        return NOT_RUNNING
+    except (OSError, ValueError) as exc:
+        print(f"{PROG}: cannot read the state file {path}: {exc}", file=sys.stderr)
+        return 1
+    running, verdict = assess(data)
+    if args.format == "json":
+        data.update(running=running, state_file=path, message=verdict)
+        print(json.dumps(data, indent=1, sort_keys=True))
+    else:
+        print(render_human(data, verdict))
+    return 0 if running else NOT_RUNNING
+
+
+if __name__ == "__main__":
+    sys.exit(main())

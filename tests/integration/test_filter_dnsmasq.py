@@ -1,0 +1,288 @@
+"""ironic-pxe-filter starts, reloads and restarts a real dnsmasq in a network namespace.
+
+dnsmasq runs the configuration ``ironic-pxe-filter render-dnsmasq-config`` wrote; the daemon
+starts it (``commands``: supervised foreground child; ``pidfile``: daemonised, found by its pid
+file) only after its first sync. Offers are judged by real DHCPDISCOVERs.
+"""
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from inspection.db import migration
+from inspection.db.engine import create_engine
+from inspection.db.models import Node, Port
+from tests.support import netns
+from tests.support.daemon import filter_command, start_filter, write_config
+
+pytestmark = pytest.mark.netns
+pytest_plugins = ["tests.support.dhcp_fixtures"]
+
+ALLOWED, DENIED, UNKNOWN = "52:54:00:dd:00:01", "52:54:00:dd:00:02", "52:54:00:dd:00:03"
+
+
+def add_node(url: str, state: str, macs: list[str]) -> int:
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        node = conn.execute(sa.insert(Node).values(
+            uuid=str(uuid.uuid4()), provision_state=state, inspect_interface="agent",
+            conductor_group="")).inserted_primary_key[0]
+        conn.execute(sa.insert(Port), [{"uuid": str(uuid.uuid4()), "address": mac,
+                                        "node_id": node} for mac in macs])
+    engine.dispose()
+    return node
+
+
+def set_state(url: str, node: int, state: str) -> None:
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.update(Node).where(Node.id == node).values(provision_state=state))
+    engine.dispose()
+
+
+@pytest.fixture
+def db(sqlite_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    engine.dispose()
+    return sqlite_url
+
+
+def dnsmasq_sections(tmp_path: Path, pair: netns.NetnsPair, hostsdir: Path, mode: str,
+                     log_dhcp: bool = True, **pxe_filter: object) -> dict:
+    """Configuration sections; renders dnsmasq.conf with the real command."""
+    conf_file = tmp_path / "dnsmasq.conf"
+    binary = "dnsmasq --keep-in-foreground" if mode == "commands" else "dnsmasq"
+    sections = {
+        "pxe_filter": {"dhcp_hostsdir": str(hostsdir), **pxe_filter},
+        "dnsmasq": {
+            "interface": netns.BRIDGE, "no_ping": True, "log_facility": "-", "user": "root",
+            "dhcp_ranges": f"{netns.RANGE_START},{netns.RANGE_END},{netns.NETMASK}",
+            "leasefile": str(tmp_path / "leases"), "pid_file": str(tmp_path / "dnsmasq.pid"),
+            "config_file": str(conf_file), "control": mode, "log_dhcp": log_dhcp,
+            "start_command": f"ip netns exec {pair.server} {binary} --conf-file={conf_file}"},
+    }
+    config = write_config(tmp_path / "render.conf", sections)
+    proc = subprocess.run([*filter_command(), "render-dnsmasq-config", "--config-file",
+                           str(config)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr  # includes dnsmasq --test
+    assert conf_file.exists()
+    return sections
+
+
+@pytest.fixture
+def kill_pidfile_dnsmasq(tmp_path):
+    """pidfile mode leaves dnsmasq running when the daemon stops: stop it after the test."""
+    yield
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(int((tmp_path / "dnsmasq.pid").read_text()), signal.SIGTERM)
+
+
+def dnsmasq_pid(tmp_path: Path) -> int | None:
+    try:
+        pid = int((tmp_path / "dnsmasq.pid").read_text())
+        return pid if Path(f"/proc/{pid}/comm").read_text().strip() == "dnsmasq" else None
+    except (OSError, ValueError):
+        return None
+
+
+def wait_for(predicate, timeout: float, what: str) -> float:
+    start = time.perf_counter()
+    while not predicate():
+        assert time.perf_counter() - start < timeout, what
+        time.sleep(0.0005)
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("mode", ["commands", "pidfile"])
+def test_daemon_runs_dnsmasq_and_heals_the_hostsdir(  # noqa: PLR0917 - fixtures
+        tmp_path, db, hostsdir, netns_pair, dhcp_client, kill_pidfile_dnsmasq, mode):
+    add_node(db, "inspect wait", [ALLOWED])
+    add_node(db, "manageable", [DENIED])
+    sections = dnsmasq_sections(tmp_path, netns_pair, hostsdir, mode, deny_unknown_macs=True,
+                                sync_period=3600)
+    daemon = start_filter(tmp_path, db, hostsdir, extra_conf=sections)
+    try:
+        daemon.wait_ready(20)
+        log = daemon.wait_log("INFO pxe_filter: Ready")
+        # Start order: wildcard, first sync, then dnsmasq, then READY.
+        assert log.index("First sync") < log.index("Started dnsmasq") < log.index("Ready")
+        dhcp_client.await_offer(ALLOWED, offered=True, within=3)
+        assert dhcp_client.discover(DENIED, control=ALLOWED) is None
+        assert dhcp_client.discover(UNKNOWN, control=ALLOWED) is None
+
+        # A hand-deleted allow file: dnsmasq would keep the MAC until SIGHUP, then drop it.
+        os.unlink(hostsdir / ALLOWED)
+        took = wait_for(lambda: (hostsdir / ALLOWED).exists(), 0.1, "allow file not restored")
+        # After a SIGHUP dnsmasq forgets deleted files: the restored one keeps the MAC served.
+        os.kill(dnsmasq_pid(tmp_path), signal.SIGHUP)
+        time.sleep(0.1)
+        assert dhcp_client.discover(ALLOWED) is not None
+        print(f"deleted allow file restored in {took * 1000:.1f} ms")
+
+        # A hand-written allow file for a denied MAC: reverted, no offer.
+        (hostsdir / DENIED).write_text(f"{DENIED}\n")
+        took = wait_for(lambda: (hostsdir / DENIED).read_text() == f"{DENIED},ignore\n", 0.1,
+                        "allow file for a denied MAC not reverted")
+        print(f"hand-written allow reverted in {took * 1000:.1f} ms")
+        time.sleep(0.05)
+        assert dhcp_client.discover(DENIED, control=ALLOWED) is None
+        daemon.wait_log(f"{hostsdir / DENIED} was edited by someone else: restored to deny")
+        running = dnsmasq_pid(tmp_path)
+        assert running is not None
+        if mode == "commands":  # a supervised dnsmasq that dies is started again
+            os.kill(running, signal.SIGKILL)
+            wait_for(lambda: dnsmasq_pid(tmp_path) not in (None, running), 5,
+                     "dnsmasq not restarted")
+            dhcp_client.await_offer(ALLOWED, offered=True, within=3)
+            daemon.wait_log(f"dnsmasq (pid {running}) exited with status -9; restarting it")
+    finally:
+        assert daemon.stop() == 0, daemon.log_text()
+    time.sleep(0.2)
+    # commands: a supervised child stops with the daemon; pidfile: dnsmasq keeps serving.
+    assert (dnsmasq_pid(tmp_path) is not None) == (mode == "pidfile")
+
+
+@pytest.mark.parametrize("mode", ["commands", "pidfile"])
+def test_no_offer_to_a_denied_mac_across_daemon_restarts(  # noqa: PLR0917 - fixtures
+        tmp_path, db, hostsdir, netns_pair, dhcp_client, kill_pidfile_dnsmasq, mode):
+    add_node(db, "inspect wait", [ALLOWED])
+    add_node(db, "manageable", [DENIED])
+    sections = dnsmasq_sections(tmp_path, netns_pair, hostsdir, mode, deny_unknown_macs=True)
+    offers: list[str] = []
+    probes = [0]
+    stop = threading.Event()
+
+    def probe() -> None:
+        while not stop.is_set():
+            answers = dhcp_client.discover_many([DENIED, UNKNOWN, ALLOWED], timeout=0.2)
+            probes[0] += 1
+            offers.extend(mac for mac in (DENIED, UNKNOWN) if answers[mac] is not None)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        for round_ in range(3):
+            daemon = start_filter(tmp_path, db, hostsdir, extra_conf=sections,
+                                  name=f"filter{round_}")
+            daemon.wait_ready(20)
+            dhcp_client.await_offer(ALLOWED, offered=True, within=3)
+            assert daemon.stop() == 0, daemon.log_text()
+    finally:
+        stop.set()
+        prober.join()
+    assert probes[0] > 10
+    assert offers == []
+
+
+def test_20000_flips_are_all_honoured(tmp_path, db, hostsdir, netns_pair, dhcp_client):
+    count = 20000
+    macs = [f"52:54:02:00:{i >> 8:02x}:{i & 255:02x}" for i in range(count)]
+    every = 25  # one control MAC (always served) after every 25 flipped ones
+    controls = [f"52:54:03:00:{i >> 8:02x}:{i & 255:02x}" for i in range(count // every)]
+    flipped = add_node(db, "manageable", macs)
+    add_node(db, "inspect wait", controls)
+    sections = dnsmasq_sections(tmp_path, netns_pair, hostsdir, "commands", log_dhcp=False,
+                                deny_unknown_macs=True, sync_period=1)
+    daemon = start_filter(tmp_path, db, hostsdir, extra_conf=sections, debug=False)
+    try:
+        daemon.wait_ready(60)
+        took = dhcp_client.await_offer(controls[0], offered=True, within=15)
+        print(f"first offer {took:.1f} s after READY")
+        # Refusals are judged fast: an offer to a later control MAC closes earlier requests.
+        probe_order = []
+        for i, mac in enumerate(macs):
+            probe_order.append(mac)
+            if i % every == every - 1:
+                probe_order.append(controls[i // every])
+        for round_, (state, offered) in enumerate((("inspect wait", True),
+                                                   ("manageable", False))):
+            set_state(db, flipped, state)
+            daemon.wait_log(f"a sync rewrote {count} files", timeout=60,
+                            start=len(daemon.log_text()) if round_ else 0)
+            start = time.monotonic()
+            # dnsmasq digests the burst (its inotify events, then the SIGHUP) before it
+            # answers again: wait for a control MAC, then probe everything.
+            dhcp_client.await_offer(controls[-1], offered=True, within=60)
+            busy = time.monotonic() - start
+            answers = dhcp_client.discover_many(probe_order, timeout=1.0, window=64)
+            # A lost datagram reads as "no offer": ask again for those (an offer is never
+            # spurious, so MACs that got one need no second look).
+            unanswered = [mac for mac in probe_order if answers[mac] is None]
+            if offered and unanswered:
+                answers.update(dhcp_client.discover_many(unanswered, timeout=0.5, window=64))
+            took = time.monotonic() - start
+            wrong = [mac for mac in macs if (answers[mac] is not None) != offered]
+            assert not any(answers[c] is None for c in controls)
+            print(f"{count} MACs {'allowed' if offered else 'denied'}: dnsmasq busy for "
+                  f"{busy:.1f} s, all checked after {took:.1f} s")
+            assert wrong == [], f"{len(wrong)} MAC(s) not {state}: {wrong[:5]}"
+    finally:
+        assert daemon.stop() == 0, daemon.log_text()[-3000:]
+
+
+def test_replaced_hostsdir_is_restored_and_dnsmasq_restarted(tmp_path, db, hostsdir,
+                                                             netns_pair, dhcp_client):
+    node = add_node(db, "inspect wait", [ALLOWED])
+    control = "52:54:00:dd:00:10"
+    add_node(db, "inspect wait", [control])
+    add_node(db, "manageable", [DENIED])
+    sections = dnsmasq_sections(tmp_path, netns_pair, hostsdir, "commands",
+                                deny_unknown_macs=True, sync_period=1)
+    daemon = start_filter(tmp_path, db, hostsdir, extra_conf=sections)
+    try:
+        daemon.wait_ready(20)
+        dhcp_client.await_offer(ALLOWED, offered=True, within=3)
+        os.rename(hostsdir, tmp_path / "old-hostsdir")
+        hostsdir.mkdir()  # an empty directory would serve everyone
+        daemon.wait_log("dnsmasq restarted on the restored hostsdir")
+        assert "CRITICAL pxe_filter.daemon: The hostsdir" in daemon.log_text()
+        assert (hostsdir / DENIED).read_text() == f"{DENIED},ignore\n"
+        dhcp_client.await_offer(ALLOWED, offered=True, within=3)
+        assert dhcp_client.discover(DENIED, control=ALLOWED) is None
+        assert dhcp_client.discover(UNKNOWN, control=ALLOWED) is None
+        # The new dnsmasq watches the new directory: a one-file change applies without SIGHUP.
+        set_state(db, node, "manageable")
+        dhcp_client.await_offer(ALLOWED, offered=False, within=3, control=control)
+        assert "dnsmasq reloaded" not in daemon.log_text()
+    finally:
+        assert daemon.stop() == 0, daemon.log_text()
+
+
+def test_purge_deletes_stale_files_with_a_reload(tmp_path, db, hostsdir, netns_pair,
+                                                 dhcp_client):
+    stale = "52:54:00:dd:00:20"
+    waiting = add_node(db, "inspect wait", [ALLOWED])  # on inspection: unknown MACs allowed
+    add_node(db, "manageable", [stale])
+    sections = dnsmasq_sections(tmp_path, netns_pair, hostsdir, "commands",
+                                sync_period=1, purge_stale_files=True)
+    daemon = start_filter(tmp_path, db, hostsdir, extra_conf=sections)
+    try:
+        daemon.wait_ready(20)
+        dhcp_client.await_offer(ALLOWED, offered=True, within=3)
+        engine = create_engine(db)
+        with engine.begin() as conn:
+            conn.execute(sa.delete(Port).where(Port.address == stale))
+        engine.dispose()
+        # The stale MAC follows the unknown-MAC policy (allowed), then its file goes.
+        daemon.wait_log("Purged 1 file(s) of MACs without a port; dnsmasq reloaded")
+        assert not (hostsdir / stale).exists()
+        assert dhcp_client.discover(stale) is not None
+        # Nothing on inspection any more: unknown MACs denied. Without the reload at purge
+        # time dnsmasq would still hold the deleted allow line and serve the stale MAC.
+        set_state(db, waiting, "manageable")
+        wait_for(lambda: (hostsdir / "unknown_hosts_filter").read_text().endswith("ignore\n"),
+                 5, "wildcard not denied")
+        time.sleep(0.1)
+        assert dhcp_client.discover(stale, timeout=1.5) is None
+        assert dhcp_client.discover(UNKNOWN, timeout=0.5) is None
+    finally:
+        assert daemon.stop() == 0, daemon.log_text()
