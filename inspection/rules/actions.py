@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from inspection.common.untrusted import for_log
 from inspection.rules import paths
 from inspection.rules.adapters import PORT_WRITE_FIELDS, WRITE_FIELDS, NodeAdapter
 from inspection.rules.errors import ActionError, InspectionFailed
@@ -89,7 +90,7 @@ def fail(ctx: ActionContext, msg):
 def log(ctx: ActionContext, msg, level="info"):
     """Write the message to the service log."""
     ctx.log.log(LOG_LEVELS.get(str(level).lower(), logging.INFO), "rule %s: %s",
-                ctx.rule_uuid, msg)
+                ctx.rule_uuid, for_log(msg))
 
 
 @action(early=True, path=_DATA_PATH)

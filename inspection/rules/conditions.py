@@ -3,15 +3,26 @@
 Attributes set by :func:`_condition`: ``literal`` names arguments that are not interpolated
 (regular expressions, where ``{3}`` is a quantifier), ``checks`` maps an argument to a function
 validating a literal value at rule validation time (returns an error message or None).
+
+Regular expressions run on text the ramdisk sends, so a catastrophic pattern such as
+``(a|aa)+$`` must not freeze the service: they use the ``regex`` package with a time limit
+per match (releasing the GIL meanwhile), on at most :data:`MAX_REGEX_SUBJECT` characters.
+Going over either limit is a :class:`ConditionError`: the rule does not match.
 """
 
 import functools
 import ipaddress
 import itertools
 import operator
-import re
 from collections.abc import Callable
 from typing import Any
+
+import regex as rx  # the argument of contains/matches is named "regex"
+
+#: Seconds one regular expression match may take.
+REGEX_TIMEOUT = 0.1
+#: Longest text (characters) a regular expression is matched against.
+MAX_REGEX_SUBJECT = 65536
 
 _TRUE = ("yes", "true")
 _FALSE = ("no", "false")
@@ -22,8 +33,8 @@ class ConditionError(ValueError):
 
 
 @functools.lru_cache(maxsize=1024)
-def _regex(pattern: str) -> re.Pattern:
-    return re.compile(pattern)
+def _regex(pattern: str) -> rx.Pattern:
+    return rx.compile(pattern)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -37,7 +48,7 @@ def check_regex(value: Any) -> str | None:
         return "must be a string (a regular expression)"
     try:
         _regex(value)
-    except re.error as exc:
+    except rx.error as exc:
         return f"invalid regular expression: {exc}"
     return None
 
@@ -144,18 +155,35 @@ def _text(value: Any) -> str | None:
     return None if value is None else value if isinstance(value, str) else str(value)
 
 
+def _search(pattern: str, text: str, whole: bool) -> bool:
+    if len(text) > MAX_REGEX_SUBJECT:
+        raise ConditionError(f"the value is too long for a regular expression ({len(text)} "
+                             f"characters, at most {MAX_REGEX_SUBJECT})")
+    try:
+        compiled = _regex(pattern)
+    except rx.error as exc:
+        raise ConditionError(f"invalid regular expression: {exc}") from None
+    method = compiled.fullmatch if whole else compiled.search
+    try:
+        return method(text, timeout=REGEX_TIMEOUT, concurrent=True) is not None
+    except TimeoutError:
+        raise ConditionError(f"the regular expression took more than {REGEX_TIMEOUT} s on a "
+                             f"value of {len(text)} characters (catastrophic "
+                             f"backtracking?); simplify the pattern") from None
+
+
 @_condition(literal=("regex",), regex=check_regex)
 def contains(value, regex):
     """True if the value contains a match of the regular expression."""
     text = _text(value)
-    return text is not None and _regex(regex).search(text) is not None
+    return text is not None and _search(regex, text, whole=False)
 
 
 @_condition(literal=("regex",), regex=check_regex)
 def matches(value, regex):
     """True if the whole value matches the regular expression."""
     text = _text(value)
-    return text is not None and _regex(regex).fullmatch(text) is not None
+    return text is not None and _search(regex, text, whole=True)
 
 
 @_condition(values=lambda v: None if isinstance(v, list) else "must be a list")

@@ -20,6 +20,38 @@ from inspection.rules.model import PHASES, Rule, sort_rules
 from inspection.rules.validation import validate_rule
 
 READ_ONLY = ("built_in", "created_at", "updated_at")
+#: Fields of a sensitive rule nobody may read back, not even through a patch.
+HIDDEN = ("conditions", "actions")
+#: Patch operations that read a location (``test`` compares, ``copy``/``move`` lift).
+_READING_OPS = ("test", "copy", "move")
+_SENSITIVE_PATCH_ERROR = ("patch: the operations cannot be applied to this rule (details are "
+                          "not shown: the rule is sensitive)")
+
+
+def _under_hidden(pointer: object) -> bool:
+    """Whether a JSON pointer reaches into (or contains) a hidden field."""
+    if not isinstance(pointer, str):
+        return False  # not a pointer at all: jsonpatch refuses it
+    try:
+        parts = jsonpatch.JsonPointer(pointer).parts
+    except jsonpatch.JsonPointerException:
+        return True  # cannot tell where it points: assume the worst
+    return not parts or parts[0] in HIDDEN
+
+
+def _check_sensitive_patch(operations: Any) -> None:
+    """Refuse operations that could reveal a sensitive rule's conditions or actions:
+    ``test`` is an oracle, ``copy``/``move`` could lift them into visible fields."""
+    if not isinstance(operations, list):
+        return
+    for op in operations:
+        if not isinstance(op, dict) or op.get("op") not in _READING_OPS:
+            continue
+        if _under_hidden(op.get("path")) or _under_hidden(op.get("from")):
+            raise RuleValidationError(
+                [f"patch: {op['op']} cannot be used on {' or '.join('/' + h for h in HIDDEN)} "
+                 f"of a sensitive rule (they are never readable); replace them instead"],
+                "invalid patch")
 
 
 def _to_rule(row: InspectionRule) -> Rule:
@@ -129,16 +161,24 @@ class RuleRepository:
 
     def patch(self, session: Session, rule_uuid: str, operations: Any) -> Rule:
         """Apply an RFC 6902 JSON patch to a user rule (``remove /sensitive`` cannot make a
-        sensitive rule non-sensitive; removing a field resets it to its default)."""
+        sensitive rule non-sensitive; removing a field resets it to its default).
+
+        On a sensitive rule, ``test``/``copy``/``move`` touching its conditions or actions are
+        refused and errors never quote the rule's content.
+        """
         current = self.get(session, rule_uuid)
         if current.built_in:
             raise BuiltInRuleError(current.uuid)
+        if current.sensitive:
+            _check_sensitive_patch(operations)
         before = {**current.document(), "built_in": False}
         try:
             after = jsonpatch.apply_patch(before, operations)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException,
                 TypeError, ValueError, AttributeError, KeyError) as exc:
-            raise RuleValidationError([f"patch: {exc}"], "invalid patch") from None
+            # jsonpatch's messages quote values and whole sub-documents.
+            problem = _SENSITIVE_PATCH_ERROR if current.sensitive else f"patch: {exc}"
+            raise RuleValidationError([problem], "invalid patch") from None
         if not isinstance(after, dict):
             raise RuleValidationError(["patch: the result must be an object"], "invalid patch")
         defaults = {"uuid": current.uuid, "priority": 0, "description": None, "scope": None,

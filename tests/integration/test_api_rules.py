@@ -182,6 +182,80 @@ def test_sensitive_rules_are_masked_and_stay_sensitive(api):
     assert ok.status_code == 200 and ok.json["actions"] is None
 
 
+SECRET = "hunter2-zq"
+
+
+def _sensitive_rule(api):
+    resp = create(api, sensitive=True, description="visible", scope="rack1",
+                  conditions=[{"op": "eq", "args": ["{node.driver_info[ipmi_username]}",
+                                                    "{node.driver_info[ipmi_username]}",
+                                                    f"{SECRET}-user"]}],
+                  actions=[{"op": "set-attribute",
+                            "args": {"path": "/driver_info/ipmi_password",
+                                     "value": SECRET}}])
+    return resp.headers["Location"]
+
+
+def test_patch_is_no_oracle_for_a_sensitive_rule(api):
+    path = _sensitive_rule(api)
+    # A right guess and a wrong guess must get the same answer.
+    answers = []
+    for guess in (SECRET, "wrong-guess"):
+        resp = api.client.patch(path, json=[
+            {"op": "test", "path": "/actions/0/args/value", "value": guess}])
+        assert resp.status_code == 400, resp.json
+        answers.append(resp.json["error"]["message"].replace(guess, "<guess>"))
+    assert answers[0] == answers[1]
+    for ops in ([{"op": "test", "path": "/conditions/0/args/1", "value": "x"}],
+                [{"op": "test", "path": "", "value": {}}],  # the whole rule
+                [{"op": "test", "path": "/actions", "value": []}]):
+        resp = api.client.patch(path, json=ops)
+        assert resp.status_code == 400, (ops, resp.json)
+        assert "sensitive" in resp.json["error"]["message"]
+
+
+@pytest.mark.parametrize("ops", [
+    [{"op": "copy", "from": "/actions/0/args/value", "path": "/description"}],
+    [{"op": "move", "from": "/conditions/0/args/2", "path": "/scope"}],
+    [{"op": "copy", "from": "/conditions/0/args/2", "path": "/description"}],
+    [{"op": "copy", "from": "/actions/0/args", "path": "/description"}],
+    [{"op": "copy", "from": "", "path": "/description"}],
+    [{"op": "move", "from": "/description", "path": "/actions/0/args/path"}],
+])
+def test_patch_cannot_lift_a_sensitive_rules_content(api, ops):
+    path = _sensitive_rule(api)
+    resp = api.client.patch(path, json=ops)
+    assert resp.status_code == 400, resp.json
+    assert SECRET not in resp.get_data(as_text=True)
+    shown = api.client.get(path).json
+    assert (shown["description"], shown["scope"]) == ("visible", "rack1")
+    listed = api.client.get("/v1/inspection_rules?detail=true").get_data(as_text=True)
+    assert SECRET not in listed
+
+
+@pytest.mark.parametrize("ops", [
+    [{"op": "replace", "path": "/actions/0/args/nope/deeper", "value": 1}],
+    [{"op": "remove", "path": "/conditions/0/args/7"}],
+    [{"op": "add", "path": "/conditions/0/args/value/x", "value": 1}],
+])
+def test_patch_errors_on_a_sensitive_rule_quote_nothing(api, ops):
+    path = _sensitive_rule(api)
+    resp = api.client.patch(path, json=ops)
+    assert resp.status_code == 400, resp.json
+    text = resp.get_data(as_text=True)
+    assert SECRET not in text and "ipmi_password" not in text and "driver_info" not in text
+    assert "sensitive" in resp.json["error"]["message"]
+
+
+def test_sensitive_rule_can_still_be_patched_blindly(api):
+    path = _sensitive_rule(api)
+    resp = api.client.patch(path, json=[
+        {"op": "replace", "path": "/actions", "value": [SET_EXTRA]},
+        {"op": "replace", "path": "/description", "value": "rotated"}])
+    assert resp.status_code == 200, resp.json
+    assert resp.json["description"] == "rotated" and resp.json["actions"] is None
+
+
 def test_explain_with_inventory_and_with_node(api):
     create(api, description="x86 only",
            conditions=[{"op": "eq", "args": ["{inventory[cpu][architecture]}", "x86_64"]}],

@@ -1,7 +1,11 @@
 """Every condition, negation, and loop mode, table-driven against a real IPA inventory."""
 
+import threading
+import time
+
 import pytest
 
+from inspection.rules.conditions import MAX_REGEX_SUBJECT
 from tests.unit.rules.conftest import make_rule, run
 
 CASES = [
@@ -131,4 +135,53 @@ def test_all_conditions_must_hold_and_no_conditions_always_runs(inventory):
     false = {"op": "is-false", "args": [True]}
     assert run([make_rule([true, false])], inventory, phase="early") == []
     rule = make_rule([])
+    assert run([rule], inventory, phase="early") == [rule.uuid]
+
+
+# -- regular expressions on ramdisk text: bounded in time and size ---------------------------
+
+# With the standard library this pattern takes about 30 s on this subject (and holds the GIL
+# throughout); the regex package has no shortcut for it either (measured).
+CATASTROPHIC = r"(a|aa)+$"
+SLOW_SUBJECT = "a" * 40 + "!"
+
+
+@pytest.mark.parametrize("op", ["matches", "contains", "!matches", "!contains"])
+def test_catastrophic_regex_times_out_without_freezing_other_threads(inventory, caplog, op):
+    inventory["system_vendor"]["product_name"] = SLOW_SUBJECT
+    rule = make_rule([{"op": op, "args": ["{inventory[system_vendor][product_name]}",
+                                          CATASTROPHIC]}])
+    spins = 0
+    stop = threading.Event()
+
+    def spin():
+        nonlocal spins
+        while not stop.is_set():
+            spins += 1
+
+    other = threading.Thread(target=spin)
+    other.start()
+    started = time.monotonic()
+    try:
+        with caplog.at_level("WARNING", logger="inspection.rules"):
+            ran = run([rule], inventory, phase="early")
+    finally:
+        elapsed = time.monotonic() - started
+        stop.set()
+        other.join()
+    assert elapsed < 2, f"the match ran {elapsed:.1f} s"
+    assert ran == []  # an unevaluable condition never matches, negated or not
+    assert spins > 1000  # the match did not hold the GIL
+    assert any("took more than 0.1 s" in r.getMessage() for r in caplog.records), \
+        caplog.text
+
+
+def test_regex_subject_length_is_bounded(inventory, caplog):
+    inventory["system_vendor"]["product_name"] = "x" * (MAX_REGEX_SUBJECT + 1)
+    rule = make_rule([{"op": "contains", "args": ["{inventory[system_vendor][product_name]}",
+                                                  "x"]}])
+    with caplog.at_level("WARNING", logger="inspection.rules"):
+        assert run([rule], inventory, phase="early") == []
+    assert "too long for a regular expression" in caplog.text
+    inventory["system_vendor"]["product_name"] = "x" * MAX_REGEX_SUBJECT
     assert run([rule], inventory, phase="early") == [rule.uuid]

@@ -53,8 +53,7 @@ LOG = [{"op": "log", "args": ["x"]}]
     ({"actions": LOG, "conditions": [{"op": "eq", "args": [1]}]},
      ["conditions[0].args: needs at least two values to compare"]),
     ({"actions": LOG, "conditions": [{"op": "matches", "args": ["x", "(unclosed"]}]},
-     ["conditions[0].args.regex: invalid regular expression: missing ), unterminated "
-      "subpattern at position 0"]),
+     ["conditions[0].args.regex: invalid regular expression: missing ) at position 9"]),
     ({"actions": LOG, "conditions": [{"op": "in-net", "args": ["{inventory[bmc_address]}",
                                                                "10.0.0.0/33"]}]},
      ["conditions[0].args.subnet: invalid network: '10.0.0.0/33' does not appear to be an "
