@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.attributes import set_committed_value
 
 from inspection import bmc, locking
+from inspection.common.untrusted import last_error_text
 from inspection.db.engine import session_scope
 from inspection.db.models import (
     INSPECT_FAILED,
@@ -101,13 +102,14 @@ def fail_inspection(session: Session, node: Node, message: str) -> list[str]:
     """Move ``node`` to ``inspect failed`` with ``message`` (not committed); returns its MACs.
 
     The caller holds the reservation, commits, then broadcasts ``deny`` for the MACs.
+    ``message`` may quote the ramdisk: it is made storable (no NUL, bounded) first.
     """
     info = dict(node.driver_internal_info or {})
     info.pop(bmc.CACHE_KEY, None)
     node.driver_internal_info = info
     node.provision_state = INSPECT_FAILED
     node.target_provision_state = None
-    node.last_error = message
+    node.last_error = last_error_text(message)
     node.inspection_finished_at = None
     return port_macs(session, node.id)
 

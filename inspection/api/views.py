@@ -3,6 +3,7 @@
 from datetime import datetime
 from typing import Any
 
+from inspection.common.url_credentials import mask_url_passwords
 from inspection.db.models import Node, Port
 from inspection.rules.masking import is_secret_key
 
@@ -19,12 +20,15 @@ _MASKED_FIELDS = ("driver_info", "driver_internal_info", "instance_info")
 
 
 def mask_secrets(value: Any) -> Any:
-    """A copy of ``value`` with the value of every secret-named key replaced by ``******``."""
+    """A copy of ``value`` with the value of every secret-named key, and the password of
+    every URL (``https://user:PASS@bmc/``), replaced by ``******``."""
     if isinstance(value, dict):
         return {key: (MASK if is_secret_key(key) and sub not in (None, "")
                       else mask_secrets(sub)) for key, sub in value.items()}
     if isinstance(value, list):
         return [mask_secrets(sub) for sub in value]
+    if isinstance(value, str):
+        return mask_url_passwords(value, MASK)
     return value
 
 

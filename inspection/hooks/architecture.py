@@ -2,6 +2,7 @@
 
 import logging
 
+from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
 from inspection.processing.context import InspectionContext
@@ -21,5 +22,5 @@ class ArchitectureHook(InspectionHook):
         if not isinstance(arch, str) or not arch.strip():
             raise self.fail(f"inventory has a missing or malformed CPU architecture: "
                             f"{arch!r:.60}")
-        LOG.info("CPU architecture of node %s: %s", ctx.node_ident, arch.strip())
+        LOG.info("CPU architecture of node %s: %s", ctx.node_ident, for_log(arch.strip()))
         ctx.set_property("cpu_arch", arch.strip())

@@ -7,6 +7,7 @@ ports are considered, matched by normalised MAC.
 
 import logging
 
+from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks import lldp
 from inspection.hooks.base import InspectionHook
@@ -34,15 +35,17 @@ class LocalLinkConnectionHook(InspectionHook):
             port = ctx.port_by_address(all_ifaces[name]["mac_address"])
             if port is None:
                 LOG.debug("Node %s: no port for interface %s, skipping LLDP", ctx.node_ident,
-                          name)
+                          for_log(name))
                 continue
             tlvs = lldp.interface_tlvs(iface, ctx.plugin_data)
             if tlvs is None:
-                LOG.debug("No LLDP data for interface %s of node %s", name, ctx.node_ident)
+                LOG.debug("No LLDP data for interface %s of node %s", for_log(name),
+                          ctx.node_ident)
                 continue
             info = lldp.parse_tlvs(tlvs)
             for warning in info.warnings:
-                LOG.warning("Node %s, interface %s: LLDP %s", ctx.node_ident, name, warning)
+                LOG.warning("Node %s, interface %s: LLDP %s", ctx.node_ident, for_log(name),
+                            for_log(warning))
             found = {}
             if info.chassis_id_is_mac:
                 found["switch_id"] = info.fields["switch_chassis_id"]
@@ -54,5 +57,5 @@ class LocalLinkConnectionHook(InspectionHook):
             updates = {k: v for k, v in found.items() if not current.get(k)}
             if updates:
                 LOG.info("Node %s, port %s: local link connection %s", ctx.node_ident,
-                         port.address, updates)
+                         port.address, for_log(updates))
                 ctx.update_port_dict(port, "local_link_connection", updates)

@@ -9,6 +9,7 @@ previous inventory, or when zero or several new disks appear.
 import logging
 from typing import Any
 
+from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
 from inspection.processing.context import InspectionContext
@@ -49,5 +50,6 @@ class RaidDeviceHook(InspectionHook):
             LOG.warning("Node %s: %d new disks since the previous inspection; root device "
                         "not set", ctx.node_ident, len(new))
             return
-        LOG.info("Node %s: new disk %s becomes the root device", ctx.node_ident, new[0])
+        LOG.info("Node %s: new disk %s becomes the root device", ctx.node_ident,
+                 for_log(new[0]))
         ctx.set_property("root_device", {"serial": new[0]})

@@ -11,6 +11,7 @@ root disk (no match fails the inspection); disks matching any hint in
 
 import logging
 
+from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks import root_hints
 from inspection.hooks.base import InspectionHook
@@ -36,7 +37,7 @@ class RootDeviceHook(InspectionHook):
         for disk in inv.disks(ctx.inventory) or []:
             if _size(disk) is None:
                 LOG.warning("Node %s: ignoring disk %s with a missing or malformed size %.40r",
-                            ctx.node_ident, disk.get("name"), disk.get("size"))
+                            ctx.node_ident, for_log(disk.get("name")), disk.get("size"))
             else:
                 disks.append(disk)
         props = ctx.node.properties or {}
@@ -58,13 +59,13 @@ class RootDeviceHook(InspectionHook):
                                 f"size: {root.get('size')!r:.40}")
             local_gb = size // root_hints.GIB
             if local_gb == 0:
-                LOG.warning("Root disk %s of node %s is smaller than 1 GiB", root.get("name"),
-                            ctx.node_ident)
+                LOG.warning("Root disk %s of node %s is smaller than 1 GiB",
+                            for_log(root.get("name")), ctx.node_ident)
             elif self.conf.inspector.disk_partitioning_spacing:
                 local_gb -= 1
             ctx.plugin_data["root_disk"] = root
             LOG.info("Root disk of node %s: %s, local_gb %d", ctx.node_ident,
-                     root.get("name"), local_gb)
+                     for_log(root.get("name")), local_gb)
         ctx.plugin_data["local_gb"] = local_gb
         ctx.set_property("local_gb", local_gb)
 
@@ -78,7 +79,7 @@ class RootDeviceHook(InspectionHook):
                 for skip_hints in skip:
                     for disk in root_hints.find_devices(disks, skip_hints):
                         LOG.info("Node %s: skipping disk %s (skip_block_devices)",
-                                 ctx.node_ident, disk.get("name"))
+                                 ctx.node_ident, for_log(disk.get("name")))
                         skipped.add(id(disk))
             usable = [d for d in disks if id(d) not in skipped]
             root = root_hints.match_root_device(usable, hints)

@@ -19,6 +19,7 @@ from typing import Any
 
 from inspection import bmc
 from inspection.common.macs import InvalidMAC, normalize_mac
+from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
 from inspection.processing.context import InspectionContext
@@ -54,23 +55,25 @@ def _all_interfaces(ctx: InspectionContext, pxe: str | None) -> dict[str, dict]:
                         ctx.node_ident, iface)
             continue
         if not iface.get("mac_address"):
-            LOG.debug("Node %s: skipping interface %s without a MAC", ctx.node_ident, name)
+            LOG.debug("Node %s: skipping interface %s without a MAC", ctx.node_ident,
+                      for_log(name))
             continue
         try:
             mac = normalize_mac(iface["mac_address"])
         except InvalidMAC as exc:
-            LOG.warning("Node %s: skipping interface %s: %s", ctx.node_ident, name, exc)
+            LOG.warning("Node %s: skipping interface %s: %s", ctx.node_ident, for_log(name),
+                        for_log(str(exc)))
             continue
         if mac == "00:00:00:00:00:00":
             LOG.debug("Node %s: skipping interface %s with an all-zero MAC", ctx.node_ident,
-                      name)
+                      for_log(name))
             continue
         if name == "lo" or _has_ip(iface)[1]:
-            LOG.debug("Node %s: skipping loopback interface %s", ctx.node_ident, name)
+            LOG.debug("Node %s: skipping loopback interface %s", ctx.node_ident, for_log(name))
             continue
         if name in result:
             LOG.warning("Node %s: interface name %s appears twice; keeping the first",
-                        ctx.node_ident, name)
+                        ctx.node_ident, for_log(name))
             continue
         ipv6 = iface.get("ipv6_address")
         if isinstance(ipv6, str) and "%" in ipv6:
@@ -88,6 +91,22 @@ def _has_ip(iface: dict) -> tuple[bool, bool]:
     return bool(addresses), any(a.is_loopback for a in addresses)
 
 
+def _no_valid_interface(mode: str, pxe: str | None, all_ifaces: dict[str, dict]) -> str:
+    """Why ``[inspector]add_ports`` selected no interface, and what to change."""
+    names = ", ".join(sorted(all_ifaces))
+    if mode == "pxe" and pxe is not None:
+        why = (f"the PXE interface {pxe} (boot.pxe_interface) is not among the usable "
+               f"interfaces ({names})")
+    elif mode == "pxe":
+        why = (f"the inventory does not say which interface PXE booted "
+               f"(boot.pxe_interface), and none of the interfaces ({names}) has an IP "
+               f"address to fall back on")
+    else:
+        why = f"none of the interfaces ({names}) has an IP address"
+    return (f"no network interface to add ports for with [inspector]add_ports={mode}: {why}; "
+            f"set [inspector]add_ports=all to add every interface")
+
+
 class ValidateInterfacesHook(InspectionHook):
     """Validate the inventory's interfaces and record them in plugin_data."""
 
@@ -102,8 +121,9 @@ class ValidateInterfacesHook(InspectionHook):
             raise self.fail("no usable network interface in the inventory (loopback interfaces "
                             "and interfaces without a name or a valid MAC are ignored)")
         if pxe is None and mode == "pxe":
-            LOG.warning("Node %s: the inventory does not say which interface PXE booted; "
-                        "adding ports for interfaces with IP addresses", ctx.node_ident)
+            LOG.warning("Node %s: the inventory does not say which interface PXE booted "
+                        "(boot.pxe_interface); [inspector]add_ports=pxe falls back to the "
+                        "interfaces with an IP address", ctx.node_ident)
         valid: dict[str, dict] = {}
         for name, iface in all_ifaces.items():
             has_ip = _has_ip(iface)[0]
@@ -113,8 +133,7 @@ class ValidateInterfacesHook(InspectionHook):
                 continue
             valid[name] = dict(iface)
         if not valid:
-            raise self.fail(f"no network interface matches [inspector]add_ports={mode} "
-                            f"(interfaces: {', '.join(sorted(all_ifaces))})")
+            raise self.fail(_no_valid_interface(mode, pxe, all_ifaces))
         ctx.plugin_data["all_interfaces"] = all_ifaces
         ctx.plugin_data["valid_interfaces"] = valid
         ctx.plugin_data["macs"] = [iface["mac_address"] for iface in valid.values()]

@@ -16,6 +16,7 @@ from oslo_config import cfg
 from sqlalchemy.orm import Session
 
 from inspection import bmc
+from inspection.common.untrusted import for_log
 from inspection.db.models import ENROLL, INSPECT_WAIT, MANAGEABLE, Node, utcnow
 from inspection.discovery import DEFAULT_INSPECT_INTERFACE
 from inspection.hooks.base import (
@@ -40,6 +41,8 @@ LOG = logging.getLogger(__name__)
 
 #: Longest database error text kept in last_error (the rest is in the log).
 _MAX_DB_ERROR = 300
+#: Longest database error logged (SQLAlchemy's text quotes the bound inventory values).
+_MAX_LOGGED_DB_ERROR = 4000
 
 
 class StageFailed(Exception):
@@ -161,7 +164,7 @@ class Pipeline:
                               f"{what} inspection data failed: {exc}") from None
         except sqlalchemy.exc.SQLAlchemyError as exc:
             LOG.warning("Node %s: database error in the %s hooks: %s", ctx.node_ident, phase,
-                        exc)
+                        for_log(str(exc), _MAX_LOGGED_DB_ERROR))
             raise StageFailed(f"{phase} hooks", f"Database error while running the "
                                                 f"{phase} inspection hooks: "
                                                 f"{db_error_text(exc)}") from None
@@ -173,7 +176,8 @@ class Pipeline:
         except StageFailed:
             raise
         except sqlalchemy.exc.SQLAlchemyError as exc:
-            LOG.warning("Database error while %s: %s", name, exc)
+            LOG.warning("Database error while %s: %s", name,
+                        for_log(str(exc), _MAX_LOGGED_DB_ERROR))
             raise StageFailed(name, f"Database error while {name}: "
                                     f"{db_error_text(exc)}") from None
         except Exception as exc:

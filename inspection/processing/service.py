@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from inspection import locking
 from inspection.common.config import ConfigError
 from inspection.common.macs import InvalidMAC, normalize_mac
+from inspection.common.untrusted import for_log, last_error_text
 from inspection.db.engine import engine_from_conf, session_scope
 from inspection.db.models import ENROLL, INSPECT_WAIT, Node
 from inspection.discovery import lookup_or_discover
@@ -218,7 +219,7 @@ class InspectionService:
                 node_id = lookup_node(session, data).id
         except NotFound:
             LOG.warning("Early inspection rules rejected data (%s) that belongs to no "
-                        "waiting node: %s", data.describe(), message)
+                        "waiting node: %s", data.describe(), for_log(message))
             return
         macs = self._under_reservation(node_id, self._fail_waiting, message)
         if macs is not None:
@@ -227,9 +228,9 @@ class InspectionService:
     def _fail_waiting(self, session: Session, node: Node, message: str) -> list[str] | None:
         if node.provision_state != INSPECT_WAIT:
             LOG.info("Node %s left %r meanwhile; early rule failure not recorded: %s",
-                     node.uuid, INSPECT_WAIT, message)
+                     node.uuid, INSPECT_WAIT, for_log(message))
             return None
-        LOG.warning("Inspection of node %s failed: %s", node.uuid, message)
+        LOG.warning("Inspection of node %s failed: %s", node.uuid, for_log(message))
         return fail_inspection(session, node, message)
 
     # --- the asynchronous part ---
@@ -243,7 +244,7 @@ class InspectionService:
         try:
             inventory, plugin_data = _split_body(data)
         except BadRequest as exc:
-            LOG.error("Not processing data for node %s: %s", node_uuid, exc)
+            LOG.error("Not processing data for node %s: %s", for_log(node_uuid), exc)
             return
         with self.engine.connect() as conn:
             node_id = conn.execute(sa.select(Node.id).where(Node.uuid == node_uuid)).scalar()
@@ -299,7 +300,8 @@ class InspectionService:
         except StageFailed as exc:
             message = str(exc)
         except sa.exc.SQLAlchemyError as exc:  # the commit itself
-            LOG.warning("Node %s: saving the inspection results failed: %s", node_uuid, exc)
+            LOG.warning("Node %s: saving the inspection results failed: %s", node_uuid,
+                        for_log(str(exc), 4000))
             message = f"Failed to save the inspection results: {db_error_text(exc)}"
         else:
             LOG.info("Inspection of node %s finished; state %s", node_uuid,
@@ -309,10 +311,10 @@ class InspectionService:
         node = session.get(Node, node_id)
         if node is None:
             return None
-        LOG.warning("Inspection of node %s failed: %s", node_uuid, message)
+        LOG.warning("Inspection of node %s failed: %s", node_uuid, for_log(message))
         if node.provision_state == ENROLL:
             # A discovered node stays enrolled (as in Ironic): 'inspect failed' would claim
             # that it was once manageable.
-            node.last_error = message
+            node.last_error = last_error_text(message)
             return port_macs(session, node_id)
         return fail_inspection(session, node, message)

@@ -2,12 +2,15 @@
 
 A key is secret when its lower-cased name contains one of :data:`SECRET_WORDS`, or ends in
 one of :data:`SECRET_SUFFIXES` (``key`` alone would also hit ``keyboard`` or ``hotkey``-like
-names, so it counts only as a whole word or a ``_key``/``-key`` suffix).
+names, so it counts only as a whole word or a ``_key``/``-key`` suffix). Wherever the key,
+the password inside a URL (``https://user:PASS@bmc/``) is masked too.
 """
 
 import functools
 import re
 from typing import Any
+
+from inspection.common.url_credentials import has_url_password, mask_url_passwords
 
 MASK = "***"
 
@@ -29,13 +32,15 @@ def is_secret_key(name: object) -> bool:
 
 
 def has_secrets(value: Any) -> bool:
-    """True if ``value`` (JSON-like) holds a secret key anywhere."""
+    """True if ``value`` (JSON-like) holds a secret key, or a URL with a password, anywhere."""
     if isinstance(value, dict):
         for key, sub in value.items():
             if is_secret_key(key) or has_secrets(sub):
                 return True
     elif isinstance(value, (list, tuple)):
         return any(has_secrets(sub) for sub in value)
+    elif isinstance(value, str):
+        return has_url_password(value)
     return False
 
 
@@ -52,6 +57,8 @@ def _mask_copy(value: Any) -> Any:
                 for key, sub in value.items()}
     if isinstance(value, (list, tuple)):
         return [_mask_copy(sub) for sub in value]
+    if isinstance(value, str):
+        return mask_url_passwords(value, MASK)
     return value
 
 

@@ -46,6 +46,22 @@ def test_create_show_delete_with_masked_secrets(api):
     assert api.client.get("/v1/nodes").json["nodes"] == []
 
 
+def test_passwords_inside_urls_are_masked(api):
+    resp = new_node(api, name="url-creds", driver_info={
+        "redfish_address": "https://admin:Url-Pa55@bmc.example.com/redfish/v1",
+        "redfish_username": "admin",
+        "console": ["ipmi://root:C0nsole@10.0.0.9:623"],
+        "plain": "https://bmc.example.com/redfish/v1"})
+    for path in (resp.headers["Location"], "/v1/nodes?detail=true"):
+        text = api.client.get(path).get_data(as_text=True)
+        assert "Url-Pa55" not in text and "C0nsole" not in text
+    info = api.client.get(resp.headers["Location"]).json["driver_info"]
+    assert info["redfish_address"] == "https://admin:******@bmc.example.com/redfish/v1"
+    assert info["console"] == ["ipmi://root:******@10.0.0.9:623"]
+    assert info["plain"] == "https://bmc.example.com/redfish/v1"
+    assert info["redfish_username"] == "admin"
+
+
 def test_create_validation_and_conflicts(api):
     bad = api.client.post("/v1/nodes", json={"name": 5, "driver_info": [], "colour": "x"})
     assert bad.status_code == 400

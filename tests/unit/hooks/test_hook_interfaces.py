@@ -87,7 +87,8 @@ def test_malformed_interface_records_are_skipped(session, tmp_path):
      "no usable network interface"),
     (lambda inv: inv.update(interfaces=[{"name": "eth0", "mac_address": "52:54:00:00:00:01"}],
                             boot={"pxe_interface": "52:54:00:00:00:02"}),
-     "no network interface matches \\[inspector\\]add_ports=pxe"),
+     "add_ports=pxe: the PXE interface 52:54:00:00:00:02 \\(boot.pxe_interface\\) is not "
+     "among the usable interfaces \\(eth0\\); set \\[inspector\\]add_ports=all"),
 ])
 def test_unusable_interfaces_fail_clearly(session, conf, mutate, message):
     data = load_data("bios-vm-x86_64")
@@ -96,6 +97,29 @@ def test_unusable_interfaces_fail_clearly(session, conf, mutate, message):
     with pytest.raises(InvalidInventoryError, match=message) as exc:
         run(ctx, ["validate-interfaces"])
     assert str(exc.value).startswith("validate-interfaces hook: ")
+
+
+@pytest.mark.parametrize("mode", ["pxe", "active"])
+def test_no_interface_with_an_ip_says_why_and_what_to_change(session, tmp_path, caplog, mode):
+    # Without boot.pxe_interface, add_ports=pxe falls back to the interfaces with an IP: the
+    # warning says so, and the failure when none has one must say the same, not claim that
+    # "no interface matches add_ports=pxe".
+    data = load_data("bios-vm-x86_64")
+    del data["inventory"]["boot"]["pxe_interface"]
+    for iface in data["inventory"]["interfaces"]:
+        iface["ipv4_address"] = iface["ipv6_address"] = None
+    ctx = make_ctx(session, make_conf(tmp_path, add_ports=mode), data)
+    with caplog.at_level("WARNING"), pytest.raises(InvalidInventoryError) as exc:
+        run(ctx, ["validate-interfaces"])
+    message = str(exc.value)
+    assert f"[inspector]add_ports={mode}: " in message
+    assert "ens3) has an IP address" in message
+    assert "set [inspector]add_ports=all" in message
+    if mode == "pxe":
+        assert "does not say which interface PXE booted (boot.pxe_interface)" in message
+        warning = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert any("(boot.pxe_interface)" in w and "add_ports=pxe falls back to the "
+                   "interfaces with an IP address" in w for w in warning), warning
 
 
 def test_unknown_pxe_interface_falls_back_to_active_and_keeps_pxe(session, conf):

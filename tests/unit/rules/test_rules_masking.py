@@ -56,6 +56,25 @@ def test_explain_is_masked_even_when_rules_see_secrets(inventory, node):
     assert node.node["extra"] == {}  # explain changes nothing
 
 
+def test_passwords_inside_urls_are_masked_like_secret_keys(inventory, node):
+    node.node["driver_info"]["redfish_address"] = "https://admin:Url-Pa55@bmc.example/rf"
+    rule = make_rule([{"op": "contains", "args": ["{node.driver_info[redfish_address]}",
+                                                  "bmc"]}],
+                     [{"op": "set-attribute", "args": ["/extra/bmc",
+                                                       "{node.driver_info[redfish_address]}"]},
+                      {"op": "set-attribute", "args": ["/extra/info", "{node.driver_info}"]}],
+                     phase="main")
+    report = RulesEngine("never").explain([rule], inventory, {}, node)[0]
+    assert "Url-Pa55" not in repr(report) and report["would_run"]
+    assert run([rule], inventory, node=node) == [rule.uuid]
+    extra = node.node["extra"]
+    assert extra["bmc"] == "https://admin:***@bmc.example/rf"
+    assert extra["info"]["redfish_address"] == "https://admin:***@bmc.example/rf"
+    node.node["extra"] = {}
+    run([rule], inventory, node=node, mask="never")
+    assert node.node["extra"]["bmc"] == "https://admin:Url-Pa55@bmc.example/rf"
+
+
 @pytest.mark.parametrize(("key", "secret"), [
     ("ipmi_password", True), ("bmc_password", True), ("auth_token", True),
     ("redfish_password", True), ("snmp_auth_key", True), ("ipmi_kg", True),
