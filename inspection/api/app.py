@@ -59,6 +59,20 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
                                  {"WWW-Authenticate": f'Basic realm="{REALM}"'})
 
 
+def _install_input_checks(app: Flask) -> None:
+    # PostgreSQL refuses NUL in text: one check here instead of a 500 in every query that
+    # uses a path or query parameter (node names, ?provision_state=, ?scope=...).
+    @app.before_request
+    def refuse_nul():
+        if "\x00" in request.path:
+            return errors.json_error(400, "The URL path contains a NUL character (%00)")
+        for name, value in request.args.items(multi=True):
+            if "\x00" in name or "\x00" in value:
+                return errors.json_error(400, "A query parameter contains a NUL character "
+                                              "(%00)")
+        return None
+
+
 def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None,
                engine: Engine | None = None, notifier: FilterNotifier | None = None) -> Flask:
     """The API app for ``conf``.
@@ -86,6 +100,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
         service=service, dispatcher=dispatcher)
     errors.register(app)
     _install_auth(app, conf)
+    _install_input_checks(app)
     for module in (openapi, continue_inspection, rules, nodes, ports):
         app.register_blueprint(module.bp)
     return app

@@ -1,6 +1,7 @@
 """What every request handler needs: configuration, database, rules, processing."""
 
 import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from inspection.api.errors import ApiError
+from inspection.common.untrusted import find_unstorable
 from inspection.db.engine import session_scope
 from inspection.notifier import FilterNotifier
 from inspection.rules import RuleRepository, RulesEngine
@@ -44,20 +46,47 @@ def ctx() -> ApiContext:
     return current_app.extensions[EXTENSION]
 
 
-def json_body(required: bool = True) -> Any:
-    """The request body parsed as JSON; ApiError 400 with a clear message otherwise."""
+def _reject_constant(name: str) -> Any:
+    raise ApiError(400, f"The request body is not valid JSON: {name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ApiError(400, f"The request body holds a number out of range: {text[:40]}")
+    return value
+
+
+def json_body(required: bool = True, check_strings: bool = True) -> Any:
+    """The request body parsed as JSON; ApiError 400 with a clear message otherwise.
+
+    Beyond syntax, refuses what JSON does not allow but Python's parser accepts (NaN,
+    Infinity, numbers that overflow to infinity), what would crash the parser or the
+    handler (integers of thousands of digits, very deep nesting), and strings no
+    database can store (NUL, unpaired surrogates) unless ``check_strings`` is false: the
+    ramdisk's data goes to JSON columns, where they are stored escaped.
+    """
     raw = request.get_data(cache=True)  # raises 413 beyond MAX_CONTENT_LENGTH
     if not raw.strip():
         if required:
             raise ApiError(400, "The request body must be a JSON document")
         return None
     try:
-        return json.loads(raw)
+        body = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
     except UnicodeDecodeError:
         raise ApiError(400, "The request body is not valid UTF-8") from None
     except json.JSONDecodeError as exc:
         raise ApiError(400, f"The request body is not valid JSON: {exc.msg} at line "
                             f"{exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise ApiError(400, "The request body is nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer beyond Python's 4300-digit conversion limit
+        raise ApiError(400, f"The request body holds a value that cannot be read: "
+                            f"{str(exc)[:100]}") from None
+    problem = find_unstorable(body, strings=check_strings)
+    if problem:
+        raise ApiError(400, f"The request body {problem}")
+    return body
 
 
 def json_object() -> dict:

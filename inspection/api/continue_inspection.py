@@ -16,7 +16,8 @@ LOG = logging.getLogger("inspection.api.continue")
 @bp.post("/v1/continue_inspection")
 def continue_inspection() -> tuple[Response, int]:
     """Find (or enroll) the node synchronously, answer 202 and process in the background."""
-    body = json_body()
+    # Firmware does report NULs (e.g. in serial numbers); they are stored escaped.
+    body = json_body(check_strings=False)
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object with an 'inventory'")
     node_uuid = request.args.get("node_uuid")
