@@ -120,5 +120,7 @@ def clear_stale(engine: Engine, host: str) -> int:
         count = conn.execute(sa.update(_nodes).where(_nodes.c.reservation == host)
                              .values(reservation=None, **_KEEP_UPDATED_AT)).rowcount
     if count:
-        LOG.warning("Cleared %d stale reservation(s) held by %s", count, host)
+        LOG.warning("Cleared %d stale node reservation(s) held by this host (%s): left by a "
+                    "process of this host that died; every API and worker process needs its "
+                    "own [DEFAULT]host", count, host)
     return count

@@ -30,10 +30,10 @@ def add_commands(sub, parent: argparse.ArgumentParser) -> None:
 
 def run_notify(args: argparse.Namespace) -> int:
     """Validate the MACs, then broadcast them."""
-    from inspection.cli import CommandError  # noqa: PLC0415 - avoid an import cycle
+    from inspection.cli import CommandError, UsageError  # noqa: PLC0415 - import cycle
 
     if not args.allow and not args.deny:
-        raise CommandError("nothing to send: give at least one --allow or --deny MAC")
+        raise UsageError("nothing to send: give at least one --allow or --deny MAC")
     try:
         allow = [macs.normalize_mac(m) for m in args.allow]
         deny = [macs.normalize_mac(m) for m in args.deny]

@@ -10,7 +10,7 @@ from typing import Any
 
 import requests
 
-from inspection.cli.errors import CommandError
+from inspection.cli.errors import CommandError, UsageError
 
 DEFAULT_URL = "http://127.0.0.1:6385"
 TIMEOUT = 60.0
@@ -50,7 +50,7 @@ class ApiClient:
     def from_args(cls, args: argparse.Namespace) -> "ApiClient":
         """A client from the parsed --url/--username/--password."""
         if not args.url.startswith(("http://", "https://")):
-            raise CommandError(f"--url must be an http:// or https:// URL, not "
+            raise UsageError(f"--url must be an http:// or https:// URL, not "
                                f"{_one_line(args.url)!r}")
         return cls(args.url, args.username, args.password)
 

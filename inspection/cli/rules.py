@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 
 from inspection.cli import output
-from inspection.cli.errors import CommandError
+from inspection.cli.errors import CommandError, UsageError
 from inspection.cli.http import ApiClient, add_api_options, quote
 
 BASE = "/v1/inspection_rules"
@@ -160,7 +160,7 @@ def run_set(args: argparse.Namespace) -> int:
     """PATCH ``add`` (add replaces an existing member, RFC 6902) for each given field."""
     fields = _fields(args)
     if not fields:
-        raise CommandError("nothing to change: give at least one field option")
+        raise UsageError("nothing to change: give at least one field option")
     patch = [{"op": "add", "path": f"/{k}", "value": v} for k, v in fields.items()]
     rule = ApiClient.from_args(args).patch(f"{BASE}/{quote(args.rule_id)}", patch)
     output.emit_record(args, rule)
@@ -171,7 +171,7 @@ def run_unset(args: argparse.Namespace) -> int:
     """PATCH ``remove`` for each given field."""
     names = [n for n in ("description", "scope", "conditions") if getattr(args, n)]
     if not names:
-        raise CommandError("nothing to unset: give --description, --scope or --conditions")
+        raise UsageError("nothing to unset: give --description, --scope or --conditions")
     patch = [{"op": "remove", "path": f"/{n}"} for n in names]
     rule = ApiClient.from_args(args).patch(f"{BASE}/{quote(args.rule_id)}", patch)
     output.emit_record(args, rule)
@@ -181,7 +181,7 @@ def run_unset(args: argparse.Namespace) -> int:
 def run_delete(args: argparse.Namespace) -> int:
     """Delete the given rules, or all stored ones."""
     if args.all == bool(args.rule_ids):
-        raise CommandError("give rule IDs or --all (not both)")
+        raise UsageError("give rule IDs or --all (not both)")
     client = ApiClient.from_args(args)
     if args.all:
         client.delete(BASE)

@@ -1,7 +1,10 @@
 """``ironic-inspection-worker``: processes inspection data cast by the API on the message bus.
 
-Exit statuses: 0 stopped by SIGTERM/SIGINT, 1 runtime error (database or message bus
-unreachable), 2 configuration error. Every start-up error is one log line saying what to fix.
+Exit statuses: 0 stopped by SIGTERM/SIGINT, 1 runtime error (database unreachable, message
+bus refusing the worker), 2 configuration error. Every start-up error is one log line saying
+what to fix. A message bus that does not answer at start-up is waited for (oslo.messaging
+retries forever, like every OpenStack service); SIGTERM stops the wait at once, and under
+systemd ``TimeoutStartSec`` bounds it since READY=1 is sent only once consuming.
 """
 
 import argparse
@@ -11,6 +14,8 @@ import os
 import select
 import signal
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Sequence
 
@@ -20,6 +25,7 @@ from oslo_config import cfg
 from inspection import conf as inspection_conf
 from inspection import locking
 from inspection.common import config, messaging, systemd
+from inspection.common.url_credentials import mask_url_passwords
 from inspection.db.engine import (
     DatabaseError,
     check_connection,
@@ -30,6 +36,8 @@ from inspection.db.engine import (
 LOG = logging.getLogger("inspection.worker")
 
 DEFAULT_CONFIG = "/etc/ironic-inspection/ironic-inspection.conf"
+#: Seconds without an answer from the message bus before saying that the worker waits for it.
+BUS_WAIT_WARNING = 5.0
 
 
 class StartupError(Exception):
@@ -117,17 +125,63 @@ class Worker:
         from inspection.notifier import FilterNotifier  # noqa: PLC0415
         from inspection.worker import rpc, stale  # noqa: PLC0415 - after backend selection
 
-        try:
-            self.transport = messaging.get_transport(url)
-            self.server = rpc.start_server(self.transport, self.conf.host,
-                                           rpc.WorkerEndpoint(service.process))
-        except Exception as exc:  # driver-specific exception types
-            raise StartupError(f"cannot consume from [DEFAULT]transport_url: {exc}") from None
+        if not self._start_consuming(url, rpc.WorkerEndpoint(service.process)):
+            return  # stopped by a signal while waiting for the message bus
         self.notifier = FilterNotifier.from_conf(self.conf)
         self.timeout_task = stale.make_timeout_task(self.engine, self.conf, self.notifier)
         self.timeout_task.start()
         LOG.info("Consuming %s as server %s (inspect-wait timeout checked every %s s)",
                  rpc.TOPIC, self.conf.host, self.timeout_task.interval)
+
+    def _start_consuming(self, url: str, endpoint) -> bool:
+        """Connect and start the RPC server; False if a stop signal came first.
+
+        oslo.messaging retries an unreachable bus forever inside ``server.start()``, so that
+        runs in a helper thread while the main thread keeps handling signals.
+        """
+        from inspection.worker import rpc  # noqa: PLC0415 - after backend selection
+
+        result: dict = {}
+
+        def connect() -> None:
+            try:
+                transport = result["transport"] = messaging.get_transport(url)
+                result["server"] = rpc.start_server(transport, self.conf.host, endpoint)
+            except Exception as exc:  # driver-specific exception types
+                result["error"] = exc
+            finally:
+                with contextlib.suppress(OSError):
+                    os.write(self._wake_w, b"c")  # wake the wait below
+
+        thread = threading.Thread(target=connect, name="bus-connect", daemon=True)
+        thread.start()
+        started, warned = time.monotonic(), False
+        while thread.is_alive() and not self.stopping:
+            self._wait_wakeup(1.0)
+            if not warned and time.monotonic() - started > BUS_WAIT_WARNING:
+                warned = True
+                LOG.warning("The message bus at %s does not answer after %.0f s; waiting for "
+                            "it (SIGTERM stops the worker)",
+                            mask_url_passwords(url, "***"), BUS_WAIT_WARNING)
+                systemd.notify("STATUS=waiting for the message bus")
+        if thread.is_alive():
+            # Stopping: the helper thread is stuck in the driver's retry loop; it is a daemon
+            # thread, and cleaning up its transport could block as well.
+            LOG.info("Stopping on signal while waiting for the message bus")
+            return False
+        if "error" in result:
+            self.transport = result.get("transport")
+            raise StartupError(f"cannot consume from [DEFAULT]transport_url: "
+                               f"{result['error']}")
+        self.transport, self.server = result["transport"], result["server"]
+        return not self.stopping
+
+    def _wait_wakeup(self, timeout: float | None) -> None:
+        with contextlib.suppress(InterruptedError):
+            select.select([self._wake_r], [], [], timeout)
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_r, 64):
+                pass
 
     def _load_service(self):
         from inspection.processing.service import InspectionService  # noqa: PLC0415
@@ -142,11 +196,7 @@ class Worker:
     def run_loop(self) -> None:
         """Sleep until a stop signal, pinging the systemd watchdog if asked to."""
         while not self.stopping:
-            with contextlib.suppress(InterruptedError):
-                select.select([self._wake_r], [], [], systemd.watchdog_interval())
-            with contextlib.suppress(BlockingIOError):
-                while os.read(self._wake_r, 64):
-                    pass
+            self._wait_wakeup(systemd.watchdog_interval())
             if not self.stopping:
                 systemd.notify("WATCHDOG=1")
 

@@ -194,6 +194,40 @@ def test_unreachable_api_and_usage_errors(monkeypatch, capsys):
     assert exc.value.code == 2
 
 
+def test_api_options_may_come_before_the_command(api, cli, monkeypatch):
+    monkeypatch.setenv("IRONIC_INSPECTION_URL", "http://127.0.0.1:9")  # only --url works
+    code, out, err = cli("--url", api.url, "-f", "json", "rule", "list")
+    assert code == 0, err
+    assert isinstance(json.loads(out), list)
+    code, out, err = cli(f"--url={api.url}", "node", "list", "-f", "json")
+    assert code == 0 and isinstance(json.loads(out), list)
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--config-file", "x.conf", "rule", "list"], "--config-file cannot be used with "
+                                                   "'rule list'"),
+    (["--url", "http://127.0.0.1:9", "dbsync"], "--url cannot be used with 'dbsync'"),
+])
+def test_options_before_a_command_that_lacks_them_are_usage_errors(capsys, argv, words):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert words in err and "invalid choice" not in err
+
+
+def test_usage_errors_the_parser_cannot_see_exit_2(cli):
+    for argv, words in ((("rule", "delete"), "give rule IDs or --all"),
+                        (("rule", "delete", "--all", str(uuid.uuid4())), "not both"),
+                        (("rule", "set", str(uuid.uuid4())), "nothing to change"),
+                        (("rule", "unset", str(uuid.uuid4())), "nothing to unset"),
+                        (("rule", "list", "--url", "ftp://x"), "--url must be"),
+                        (("filters", "notify"), "nothing to send")):
+        code, _, err = cli(*argv)
+        assert code == 2, (argv, err)
+        assert words in err and err.count("\n") == 1
+
+
 def test_console_script_never_prints_a_traceback(api, tmp_path):
     script = console_script("ironic-inspection", "inspection.cli")
     env = {"IRONIC_INSPECTION_URL": api.url, "PATH": str(Path(sys.executable).parent)}

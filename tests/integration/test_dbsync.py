@@ -90,3 +90,12 @@ def test_read_only_engine_leaves_the_sqlite_journal_mode_alone(tmp_path):
     with writer.connect() as conn:
         assert conn.execute(sa.text("PRAGMA journal_mode")).scalar() == "wal"
     writer.dispose()
+
+
+def test_config_options_may_come_before_the_command(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path}/leading.sqlite"
+    conf = _write_conf(tmp_path, url)
+    assert main(["--config-file", conf, "dbsync"]) == 0
+    assert "Created schema revision" in capsys.readouterr().out
+    assert main([f"--config-file={conf}", "dbsync"]) == 0
+    assert "already at revision" in capsys.readouterr().out

@@ -17,7 +17,7 @@ from inspection.worker import rpc
 from inspection.worker.stale import WorkerTimeoutTask, release_dead_reservations
 from tests.integration.node_factory import add_node, make_conf, node_row
 from tests.support import services
-from tests.support.services_procs import start_worker
+from tests.support.services_procs import free_port, start_worker
 
 om = messaging.oslo_messaging_module()
 
@@ -148,6 +148,33 @@ def test_worker_with_an_unreachable_database_exits_1(tmp_path, rabbit_url):
     assert "cannot connect to database" in log and "Traceback" not in log
 
 
+def test_worker_waits_for_an_unreachable_bus_and_stops_on_sigterm(tmp_path, sqlite_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    engine.dispose()
+    port = free_port()  # nobody listens: every connection attempt is refused
+    worker = start_worker(tmp_path, sqlite_url, f"rabbit://guest:guest@127.0.0.1:{port}/")
+    try:
+        deadline = time.monotonic() + 20
+        # Retrying the connection; then (after 5 s) saying once that it waits for the bus.
+        while "does not answer after" not in worker.log_text():
+            assert worker.proc.poll() is None, worker.log_text()
+            if time.monotonic() > deadline:
+                break  # SIGTERM must work anyway; the log is checked below
+            time.sleep(0.1)
+        started = time.monotonic()
+        assert worker.stop(timeout=15) == 0, worker.log_text()
+        assert time.monotonic() - started < 5
+    finally:
+        worker.stop()
+    log = worker.log_text()
+    waiting = [line for line in log.splitlines() if "does not answer" in line]
+    assert len(waiting) == 1 and "WARNING" in waiting[0], log
+    assert f"rabbit://guest:***@127.0.0.1:{port}/" in waiting[0]  # password masked
+    assert "SIGTERM stops the worker" in waiting[0]
+    assert not worker.ready and "Traceback" not in log
+
+
 # -- dead workers' reservations ---------------------------------------------------------------
 
 def _waiting(engine, seconds_ago, holder):
@@ -204,4 +231,8 @@ def test_worker_clears_its_own_stale_reservations_and_stops_on_sigterm(tmp_path,
     finally:
         worker.stop()
         engine.dispose()
-    assert "Traceback" not in worker.log_text()
+    log = worker.log_text()
+    assert "Traceback" not in log
+    cleared = [line for line in log.splitlines() if "stale node reservation" in line]
+    assert len(cleared) == 1 and "WARNING" in cleared[0], log
+    assert "Cleared 1 stale node reservation(s) held by this host (worker-fixed)" in cleared[0]
