@@ -14,6 +14,7 @@ from oslo_config import cfg
 
 from inspection import conf as inspection_conf
 from inspection.common import config, systemd
+from inspection.common.logs import setup_logging
 
 LOG = logging.getLogger("inspection.api")
 
@@ -119,11 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
-    for noisy in ("amqp", "kombu", "oslo_messaging._drivers", "oslo.messaging._drivers",
-                  "oslo_service.backend"):
-        logging.getLogger(noisy).setLevel(logging.INFO if args.debug else logging.WARNING)
+    setup_logging(args.debug)
     conf = cfg.CONF  # oslo.messaging reads its own option groups from the global object
     inspection_conf.register_opts(conf)
     try:

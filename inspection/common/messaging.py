@@ -53,3 +53,18 @@ def configured_transport_url(conf: cfg.ConfigOpts) -> str | None:
     if location is None or location.location == cfg.Locations.opt_default:
         return None
     return conf.transport_url or None
+
+
+def start_rpc_server(transport, target, endpoints: list):
+    """Start an RPC server that exposes only the endpoints' ``@expose``d methods."""
+    messaging = oslo_messaging_module()
+    server = messaging.get_rpc_server(transport, target, endpoints,
+                                      access_policy=messaging.ExplicitRPCAccessPolicy)
+    server.start()
+    return server
+
+
+def stop_rpc_server(server) -> None:
+    """Stop consuming and wait for the handlers in flight."""
+    server.stop()
+    server.wait()

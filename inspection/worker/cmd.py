@@ -25,6 +25,7 @@ from oslo_config import cfg
 from inspection import conf as inspection_conf
 from inspection import locking
 from inspection.common import config, messaging, systemd
+from inspection.common.logs import setup_logging
 from inspection.common.url_credentials import mask_url_passwords
 from inspection.db.engine import (
     DatabaseError,
@@ -66,16 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="directory of *.conf files read after --config-file")
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     return parser
-
-
-def setup_logging(debug: bool) -> None:
-    """Timestamped log lines on stderr."""
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.INFO, stream=sys.stderr,
-        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
-    for noisy in ("amqp", "kombu", "oslo_messaging._drivers", "oslo.messaging._drivers",
-                  "oslo_service.backend", "stevedore"):
-        logging.getLogger(noisy).setLevel(logging.INFO if debug else logging.WARNING)
 
 
 class Worker:

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from inspection.common import messaging as common_messaging
 from inspection.common.messaging import oslo_messaging_module
 
 messaging = oslo_messaging_module()
@@ -90,14 +91,9 @@ class WorkerEndpoint:
 
 def start_server(transport, host: str, endpoint: WorkerEndpoint):
     """Start consuming processing tasks as server ``host``; returns the running server."""
-    # Only the exposed `process` is callable (ExplicitRPCAccessPolicy).
-    server = messaging.get_rpc_server(transport, target(server=host), [endpoint],
-                                      access_policy=messaging.ExplicitRPCAccessPolicy)
-    server.start()
-    return server
+    return common_messaging.start_rpc_server(transport, target(server=host), [endpoint])
 
 
 def stop_server(server) -> None:
     """Stop consuming and wait for in-flight handlers to finish."""
-    server.stop()
-    server.wait()
+    common_messaging.stop_rpc_server(server)
