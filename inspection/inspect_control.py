@@ -8,6 +8,8 @@ filter that re-syncs from the database at that moment agrees with the broadcast.
 
 import logging
 import uuid as uuidlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from oslo_config import cfg
 from sqlalchemy import select
@@ -54,6 +56,20 @@ def _is_uuid(value: str) -> bool:
     return True
 
 
+@contextmanager
+def _reserved_node(engine: Engine, conf: cfg.ConfigOpts,
+                   ident: str) -> Iterator[tuple[Session, Node]]:
+    """The node by UUID or name, reserved by this host, in a session that commits on exit."""
+    node_id = find_node_id(engine, ident)
+    with (locking.reserved(engine, node_id, conf.host),
+          session_scope(sessionmaker(engine, expire_on_commit=False)) as session):
+        node = session.get(Node, node_id)
+        if node is None:
+            raise NotFound(f"node {ident} vanished", message=f"Node {ident} could not "
+                                                             f"be found")
+        yield session, node
+
+
 def port_macs(session: Session, node_id: int) -> list[str]:
     """MACs of the node's ports."""
     return sorted(a for a in session.scalars(select(Port.address)
@@ -68,13 +84,8 @@ def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
     Raises :class:`NotFound`, :class:`~inspection.errors.NodeLocked` or
     :class:`InvalidState` (not ``manageable`` nor ``inspect failed``).
     """
-    node_id = find_node_id(engine, ident)
-    with (locking.reserved(engine, node_id, conf.host),
-          session_scope(sessionmaker(engine, expire_on_commit=False)) as session):
-        node = session.get(Node, node_id)
-        if node is None:
-            raise NotFound(f"node {ident} vanished", message=f"Node {ident} could not "
-                                                             f"be found")
+    with _reserved_node(engine, conf, ident) as (session, node):
+        node_id = node.id
         if node.provision_state not in STARTABLE_STATES:
             raise InvalidState(
                 f"Node {node.uuid} is in state {node.provision_state!r}: inspection "
@@ -117,13 +128,7 @@ def fail_inspection(session: Session, node: Node, message: str) -> list[str]:
 def abort_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
                      notifier: FilterNotifier) -> Node:
     """Abort a node's inspection (``inspect wait`` -> ``inspect failed``); returns it."""
-    node_id = find_node_id(engine, ident)
-    with (locking.reserved(engine, node_id, conf.host),
-          session_scope(sessionmaker(engine, expire_on_commit=False)) as session):
-        node = session.get(Node, node_id)
-        if node is None:
-            raise NotFound(f"node {ident} vanished", message=f"Node {ident} could not "
-                                                             f"be found")
+    with _reserved_node(engine, conf, ident) as (session, node):
         if node.provision_state != INSPECT_WAIT:
             raise InvalidState(f"Node {node.uuid} is in state {node.provision_state!r}: "
                                f"only inspection in {INSPECT_WAIT!r} can be aborted")
