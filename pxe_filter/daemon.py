@@ -28,6 +28,7 @@ from pxe_filter.checks import (  # noqa: F401 - re-exported for callers of the o
 )
 from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
+from pxe_filter.healing import SelfHealing, identity
 from pxe_filter.selfheal import HostsdirWatcher
 from pxe_filter.sync import BroadcastResult, FilterSync, SyncResult
 
@@ -38,19 +39,11 @@ LOG = logging.getLogger(__name__)
 HOSTSDIR_CHECK = 1.0
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def _monotonic_usec() -> int:
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
 
 
-class Daemon:
+class Daemon(SelfHealing):
     """One ironic-pxe-filter process."""
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
@@ -162,9 +155,11 @@ class Daemon:
                  self.control.name)
         if not once:
             # Watching before the first sync: nothing changed meanwhile goes unnoticed.
-            self._hostsdir_id = _identity(hostsdir)
+            self._hostsdir_id = identity(hostsdir)
             self.watcher = HostsdirWatcher(hostsdir, self._repair, self._on_overflow,
                                            self._on_lost)
+            # Our own renames are announced to it, and it drains the queue as we write.
+            self.sync.hostsdir.observer = self.watcher
         result = self._first_sync()
         if once or self.stopping:
             return result
@@ -276,71 +271,6 @@ class Daemon:
             self._reload_dnsmasq(f"a broadcast rewrote {result.written} files")
         if self.status is not None:
             self.status.broadcast(result)
-
-    # -- self-healing ------------------------------------------------------------------
-    def _repair(self, names: set[str], content: set[str], wait: bool) -> list[str] | None:
-        assert self.sync is not None
-        repaired = self.sync.repair(names, content, wait)
-        if repaired:
-            if len(repaired) > self._threshold():
-                self._reload_dnsmasq(f"{len(repaired)} files were repaired")
-            if self.status is not None:
-                self.status.repaired(repaired)
-        return repaired
-
-    def _on_overflow(self) -> None:
-        assert self.sync is not None
-        repaired = self.sync.recheck_all()
-        # dnsmasq's own queue on this directory most likely overflowed too.
-        self._reload_dnsmasq("an inotify queue overflow")
-        if self.status is not None:
-            self.status.repaired(repaired)
-
-    def _on_lost(self, reason: str) -> None:
-        self._lost = reason
-        self._wake()
-
-    def _check_hostsdir(self) -> None:
-        """Restore a removed or replaced hostsdir; raises FatalError without a control."""
-        assert self.hostsdir is not None and self.sync is not None
-        current = _identity(self.hostsdir)
-        if self._lost is None and current == self._hostsdir_id:
-            return
-        reason = self._lost or ("missing" if current is None else "replaced (new inode)")
-        self._lost = None
-        LOG.critical("The hostsdir %s was removed or replaced (%s): dnsmasq no longer "
-                     "watches it. Restoring its content", self.hostsdir, reason)
-        try:
-            if current is None:
-                os.makedirs(self.hostsdir, mode=0o755, exist_ok=True)
-                os.chmod(self.hostsdir, 0o755)  # noqa: S103 - dnsmasq reads it as its user
-            lock = HostsdirLock(self.hostsdir)
-            lock.acquire()
-            if self.lock is not None:
-                self.lock.release()
-            self.lock = lock
-            written = self.sync.restore_directory()
-        except OSError as exc:
-            raise FatalError(f"cannot restore the hostsdir {self.hostsdir}: "
-                             f"{exc.strerror or exc}") from None
-        self._hostsdir_id = _identity(self.hostsdir)
-        if self.watcher is not None:
-            self.watcher.rewatch(self.hostsdir)
-        LOG.warning("Hostsdir %s restored: %d file(s) written", self.hostsdir, written)
-        if self.status is not None:
-            self.status.error(f"hostsdir {reason}; restored {written} file(s)")
-        if not self.control.can_reload:
-            raise FatalError(f"the hostsdir {self.hostsdir} was {reason} and dnsmasq only "
-                             f"watches the old one; no [dnsmasq]control is configured, so "
-                             f"exiting for systemd to restart dnsmasq with the filter")
-        try:
-            self.control.restart()
-        except ControlError as exc:
-            raise FatalError(f"hostsdir restored but dnsmasq could not be restarted: "
-                             f"{exc}") from None
-        LOG.warning("dnsmasq restarted on the restored hostsdir")
-        if self.status is not None:
-            self.status.dnsmasq_event("restart", f"hostsdir {reason}")
 
     # -- running -----------------------------------------------------------------------
     def run_loop(self) -> None:

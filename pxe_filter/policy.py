@@ -60,10 +60,18 @@ def compute(ports: Collection[tuple[str | None, int | None]], inspecting: Collec
         deny = {address for address, node_id in ports if node_id not in inspecting}
     else:
         allow, deny = set(), {address for address, _ in ports}
+    return compute_split(allow, deny, bool(inspecting), discovery_enabled=discovery_enabled,
+                         deny_unknown_macs=deny_unknown_macs)
+
+
+def compute_split(allow: set, deny: set, any_inspecting: bool, *, discovery_enabled: bool,
+                  deny_unknown_macs: bool) -> DesiredState:
+    """Desired state from raw addresses of ports whose node is on inspection (``allow``)
+    and of all others (``deny``); both sets are consumed (normalised in place)."""
     allow, bad_allow = _normalise(allow)
     deny, bad_deny = _normalise(deny)
     allow -= deny
-    unknown = (discovery_enabled or bool(inspecting)) and not deny_unknown_macs
+    unknown = (discovery_enabled or any_inspecting) and not deny_unknown_macs
     return DesiredState(allow=allow, deny=deny, unknown_allowed=unknown,
                         invalid=bad_allow + bad_deny)
 

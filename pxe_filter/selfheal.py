@@ -2,20 +2,26 @@
 
 inotify_simple rather than pyinotify, which no longer imports on Python 3.12+ (README).
 One thread reads events and hands them to :meth:`pxe_filter.sync.FilterSync.repair`, which
-waits while a sync or broadcast holds the hostsdir. It does not drain the queue meanwhile:
-a thread busy reading events would fight the writer for the GIL at every system call and
-make a 20,000-file sync ten times slower. A burst larger than the kernel queue therefore
-ends in IN_Q_OVERFLOW, answered by re-reading every file (and reloading dnsmasq, whose own
-queue on the same burst overflowed too). Our own writes are told apart by inode in
-``repair``; dotfiles (our temporary files, the lock, the state file) are dropped unseen.
+waits while a sync or broadcast holds the hostsdir. That thread does not read meanwhile: a
+thread busy reading events would fight the writer for the GIL at every system call and make
+a 20,000-file sync ten times slower. Instead the writer drains the queue itself every
+DRAIN_EVERY writes (:meth:`HostsdirWatcher.expect`, called by the writer before each rename),
+so our own bulk writes never overflow the kernel queue. Each rename of ours is announced
+before it happens and its event is dropped unseen; any other event on a MAC file (a foreign
+edit in the middle of a 100k-file sync included) still reaches ``repair``, which tells our
+writes apart by inode. Dotfiles (our temporary files, the lock, the state file) are dropped
+unseen. Only a foreign burst larger than the kernel queue still ends in IN_Q_OVERFLOW,
+answered by re-reading every file (and reloading dnsmasq, whose queue overflowed too).
 """
 
 import contextlib
+import errno
 import logging
 import os
 import select
+import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from inotify_simple import INotify, flags
 
@@ -26,13 +32,22 @@ _NAME_EVENTS = (flags.CREATE | flags.CLOSE_WRITE | flags.MODIFY | flags.MOVED_TO
 _CONTENT_EVENTS = flags.MODIFY | flags.CLOSE_WRITE
 _SELF_EVENTS = flags.DELETE_SELF | flags.MOVE_SELF | flags.IGNORED | flags.UNMOUNT
 MASK = _NAME_EVENTS | flags.DELETE_SELF | flags.MOVE_SELF | flags.ONLYDIR
+#: The event one rename of ours onto a MAC file makes (the dotfile's four are dropped).
+_OWN_EVENTS = flags.MOVED_TO | flags.CREATE
+#: Writes between two drains: 5 events each, well below the default 16384-event queue.
+DRAIN_EVERY = 1000
+_HEADER = struct.Struct("iIII")
+_READ_SIZE = 64 * 1024  # bytes per read(): the events are parsed as they come, not listed
 
 #: repair(names, content_changed, wait) -> repaired names, or None when it could not wait.
 RepairFunc = Callable[[set[str], set[str], bool], list[str] | None]
 
 
 class HostsdirWatcher:
-    """Watches one hostsdir; calls ``repair``, ``on_overflow`` and ``on_lost``."""
+    """Watches one hostsdir; calls ``repair``, ``on_overflow`` and ``on_lost``.
+
+    Also the hostsdir writer's :class:`pxe_filter.hostsdir.WriteObserver`.
+    """
 
     def __init__(self, path: str, repair: RepairFunc, on_overflow: Callable[[], None],
                  on_lost: Callable[[str], None]) -> None:
@@ -40,13 +55,21 @@ class HostsdirWatcher:
         self.repair = repair
         self.on_overflow = on_overflow
         self.on_lost = on_lost
-        self.inotify = INotify()
+        self.inotify = INotify(nonblocking=True)
+        # Guards the watch, the pending names and the expected renames: the writer's
+        # thread drains the queue too.
         self._wd_lock = threading.Lock()
         self.wd = self.inotify.add_watch(path, MASK)
         self._stop_r, self._stop_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._thread: threading.Thread | None = None
         self._names: set[str] = set()
         self._content: set[str] = set()
+        self._expected: dict[str, int] = {}  # name -> renames of ours not yet seen
+        self._since_drain = 0
+        self._overflow = False
+        self._lost: str | None = None
+        self.drains = 0  # drains done by the writer (tests, logs)
 
     def start(self) -> None:
         """Start repairing (after the first sync: before it there is no policy to hold)."""
@@ -59,8 +82,29 @@ class HostsdirWatcher:
             with contextlib.suppress(OSError):
                 self.inotify.rm_watch(self.wd)
             self.wd = self.inotify.add_watch(path, MASK)
-            self._names.clear()
-            self._content.clear()
+            self._reset()
+
+    def expect(self, name: str) -> None:
+        """A rename of ours onto ``name`` comes next (the writer calls this, holding the
+        hostsdir); every DRAIN_EVERY calls, drain the queue so it cannot overflow."""
+        with self._wd_lock:
+            self._expected[name] = self._expected.get(name, 0) + 1
+            self._since_drain += 1
+            if self._since_drain < DRAIN_EVERY:
+                return
+            self._collect()
+            self.drains += 1
+        if self._names or self._overflow or self._lost:
+            self._wake()  # the thread may sleep on an empty queue: the events are ours now
+
+    def cancel(self, name: str) -> None:
+        """The rename announced by :meth:`expect` did not happen."""
+        with self._wd_lock:
+            count = self._expected.get(name, 0)
+            if count > 1:
+                self._expected[name] = count - 1
+            else:
+                self._expected.pop(name, None)
 
     def stop(self) -> None:
         """Stop the thread and close the inotify descriptor."""
@@ -69,44 +113,91 @@ class HostsdirWatcher:
         if self._thread is not None:
             self._thread.join(5)
         self.inotify.close()
-        os.close(self._stop_r)
-        os.close(self._stop_w)
+        for fd in (self._stop_r, self._stop_w, self._wake_r, self._wake_w):
+            os.close(fd)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"w")
+
+    def _reset(self) -> None:
+        self._names, self._content = set(), set()
+        self._expected.clear()
+        self._since_drain = 0
 
     def _run(self) -> None:
         while True:
-            readable, _, _ = select.select([self.inotify, self._stop_r], [], [])
+            readable, _, _ = select.select([self.inotify, self._stop_r, self._wake_r], [], [])
             if self._stop_r in readable:
                 return
             try:
-                self._collect()
-                if self._names:
-                    self.repair(self._names, self._content, True)
-                    self._names, self._content = set(), set()
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(self._wake_r, 64):
+                        pass
+                self._handle()
             except Exception:  # never let the thread die: the periodic sync still repairs
                 LOG.exception("Hostsdir watcher: unexpected error; continuing")
 
-    def _collect(self) -> None:
-        overflow, lost = False, None
+    def _handle(self) -> None:
         with self._wd_lock:
-            wd = self.wd
-            for event in self.inotify.read(timeout=0):
-                if event.mask & flags.Q_OVERFLOW:
-                    overflow = True
-                elif event.wd != wd:
-                    continue  # the watch of a directory we no longer watch
-                elif event.mask & _SELF_EVENTS:
-                    lost = flags(event.mask & _SELF_EVENTS).name or "gone"
-                elif event.name and not event.name.startswith("."):
-                    self._names.add(event.name)
-                    if event.mask & _CONTENT_EVENTS:
-                        self._content.add(event.name)
+            self._collect()
+            names, content = self._names, self._content
+            overflow, lost = self._overflow, self._lost
+            self._names, self._content = set(), set()
+            self._overflow, self._lost = False, None
         if lost:
-            self._names.clear()
-            self._content.clear()
             self.on_lost(f"inotify {lost}")
         elif overflow:
             LOG.warning("Hostsdir watcher: inotify queue overflowed, events were lost; "
                         "re-reading every file")
-            self._names.clear()
-            self._content.clear()
             self.on_overflow()
+        elif names:
+            self.repair(names, content, True)
+
+    def _events(self) -> Iterator[tuple[int, int, str]]:
+        """(wd, mask, name) of every queued event, read in bounded chunks."""
+        fd = self.inotify.fileno()
+        while True:
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                raise
+            if not data:
+                return
+            pos = 0
+            while pos < len(data):
+                wd, mask, _cookie, size = _HEADER.unpack_from(data, pos)
+                pos += _HEADER.size + size
+                name = data[pos - size:pos].split(b"\0", 1)[0]
+                yield wd, mask, os.fsdecode(name)
+
+    def _collect(self) -> None:
+        """Move queued events into the pending sets (caller holds ``_wd_lock``)."""
+        self._since_drain = 0
+        wd, expected = self.wd, self._expected
+        for event_wd, mask, name in self._events():
+            if mask & flags.Q_OVERFLOW:
+                self._overflow = True
+                expected.clear()  # the events they stood for may be among the lost ones
+            elif event_wd != wd:
+                continue  # the watch of a directory we no longer watch
+            elif mask & _SELF_EVENTS:
+                self._lost = flags(mask & _SELF_EVENTS).name or "gone"
+            elif name and not name.startswith("."):
+                if mask & _OWN_EVENTS:
+                    count = expected.get(name)
+                    if count:
+                        if count > 1:
+                            expected[name] = count - 1
+                        else:
+                            del expected[name]
+                        continue
+                self._names.add(name)
+                if mask & _CONTENT_EVENTS:
+                    self._content.add(name)
+        if self._lost or self._overflow:
+            self._names, self._content = set(), set()

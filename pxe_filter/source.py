@@ -4,13 +4,14 @@ SQLAlchemy Core on lightweight table stubs, never ORM objects and never writes, 
 daemon also runs against a database created and owned by Ironic.
 """
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from inspection.db.engine import DatabaseError, describe_url
-from pxe_filter.policy import INSPECTION_STATES
+from pxe_filter.policy import INSPECTION_STATES, nodes_on_inspection
 
 _nodes = sa.table("nodes", sa.column("id"), sa.column("provision_state"),
                   sa.column("inspect_interface"))
@@ -20,18 +21,23 @@ _NODES_QUERY = sa.select(_nodes.c.id, _nodes.c.provision_state,
                          _nodes.c.inspect_interface).where(
     _nodes.c.provision_state.in_(sorted(INSPECTION_STATES)))
 _PORTS_QUERY = sa.select(_ports.c.address, _ports.c.node_id)
+#: Port rows fetched at a time: the rows are sorted into two sets as they come, never all
+#: held as tuples (100k rows would be ~8 MB of tuples and ints at the peak).
+_CHUNK = 5000
 
 
 @dataclass
 class Snapshot:
-    """Rows read in one transaction."""
+    """Rows read in one transaction: the ids of nodes on inspection (with a supported
+    inspect interface) and the raw port addresses, split by whether their node is one."""
 
-    nodes: list[tuple[int, str | None, str | None]]
-    ports: list[tuple[str | None, int | None]]
+    inspecting: set[int]
+    on_inspection: set[str | None] = field(default_factory=set)
+    others: set[str | None] = field(default_factory=set)
 
 
-def read_snapshot(engine: Engine) -> Snapshot:
-    """Nodes on inspection and every port; raises DatabaseError.
+def read_snapshot(engine: Engine, supported_interfaces: Collection[str]) -> Snapshot:
+    """Nodes on inspection and every port's address; raises DatabaseError.
 
     Rows are fetched through the driver's cursor as plain tuples: SQLAlchemy's per-row
     processing would dominate a steady-state sync at 100k ports. On PostgreSQL and MariaDB
@@ -47,15 +53,18 @@ def read_snapshot(engine: Engine) -> Snapshot:
             with conn.begin():
                 cursor = conn.connection.cursor()
                 try:
-                    nodes = _fetch(cursor, _compiled(engine, _NODES_QUERY))
-                    ports = _fetch(cursor, _compiled(engine, _PORTS_QUERY))
+                    cursor.execute(_compiled(engine, _NODES_QUERY))
+                    snap = Snapshot(nodes_on_inspection(cursor.fetchall(),
+                                                        supported_interfaces))
+                    cursor.execute(_compiled(engine, _PORTS_QUERY))
+                    _split_ports(cursor, snap)
                 finally:
                     cursor.close()
     except (sa.exc.SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         raise DatabaseError(f"cannot read nodes and ports from {describe_url(engine.url)}: "
                             f"{reason}") from None
-    return Snapshot(nodes=nodes, ports=ports)
+    return snap
 
 
 def _compiled(engine: Engine, query: sa.Select) -> str:
@@ -63,6 +72,13 @@ def _compiled(engine: Engine, query: sa.Select) -> str:
     return str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
 
 
-def _fetch(cursor, sql: str) -> list:
-    cursor.execute(sql)
-    return cursor.fetchall()
+def _split_ports(cursor, snap: Snapshot) -> None:
+    inspecting = snap.inspecting
+    while rows := cursor.fetchmany(_CHUNK):
+        if inspecting:
+            snap.on_inspection.update(address for address, node_id in rows
+                                      if node_id in inspecting)
+            snap.others.update(address for address, node_id in rows
+                               if node_id not in inspecting)
+        else:
+            snap.others.update(address for address, _ in rows)

@@ -1,9 +1,11 @@
 """The loop body: database snapshot -> desired state -> hostsdir, and broadcasts in between.
 
 Broadcasts and syncs are serialised by one lock, but the database is read outside it so a
-slow query never delays a broadcast. Each broadcast gets a sequence number; a sync remembers
-the number current when its snapshot was taken and keeps every broadcast decision made after
-it, so an older snapshot never undoes a newer broadcast.
+slow query never delays a broadcast. Neither do the directory listing and the occasional
+re-read of every file's content: both run outside the lock and are reconciled under it, so
+the lock is held for set arithmetic and the writes themselves. Each broadcast gets a sequence
+number; a sync remembers the number current when its snapshot was taken and keeps every
+broadcast decision made after it, so an older snapshot never undoes a newer broadcast.
 """
 
 import logging
@@ -17,7 +19,7 @@ from sqlalchemy.engine import Engine
 
 from inspection.common import macs
 from pxe_filter import policy, source
-from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir
+from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, Listing
 
 LOG = logging.getLogger(__name__)
 
@@ -79,6 +81,7 @@ class FilterSync:
         self._seq = 0
         self._broadcasts: dict[str, tuple[int, bool]] = {}  # MAC -> (seq, allow)
         self._syncs = 0
+        self._reread_pending = False
         #: Called with every BroadcastResult, outside the lock (status, threshold reload).
         self.on_broadcast: Callable[[BroadcastResult], None] | None = None
         #: The policy the daemon holds (last sync plus later broadcasts); None before the
@@ -96,7 +99,24 @@ class FilterSync:
     def reread_files(self) -> None:
         """Make the next full sync re-read the content of every file."""
         with self._lock:
-            self.hostsdir.invalidate()
+            self._reread_pending = True
+
+    def _reread_contents(self) -> int:
+        """Re-read every managed file's content outside the lock; the number read.
+
+        Catches in-place edits, which keep the inode and so escape the listing. Only the
+        files found to differ from the cache are recorded, under the lock.
+        """
+        with self._lock:
+            self._reread_pending = False
+            if not self.hostsdir.loaded:
+                return 0  # the first scan reads everything anyway
+            names = self.hostsdir.managed_names()
+        found = self.hostsdir.changed_contents(names)
+        if found:
+            with self._lock:
+                self.hostsdir.apply_contents(found)
+        return len(names)
 
     def write_deny_wildcard(self) -> None:
         """Refuse unknown MACs now (start-up, before the first sync); raises OSError."""
@@ -118,21 +138,24 @@ class FilterSync:
             snapshot_seq = self._seq
             interfaces = self.supported_interfaces
             discovery, deny_unknown = self.discovery_enabled, self.deny_unknown_macs
-        snap = source.read_snapshot(self.engine)
-        inspecting = policy.nodes_on_inspection(snap.nodes, interfaces)
-        desired = policy.compute(snap.ports, inspecting, discovery_enabled=discovery,
-                                 deny_unknown_macs=deny_unknown)
+        snap = source.read_snapshot(self.engine, interfaces)
+        desired = policy.compute_split(snap.on_inspection, snap.others,
+                                       bool(snap.inspecting), discovery_enabled=discovery,
+                                       deny_unknown_macs=deny_unknown)
         del snap
         result = SyncResult(unknown_allowed=desired.unknown_allowed, invalid=desired.invalid)
+        self._syncs += 1
+        if self._reread_pending or self._syncs % FULL_READ_EVERY == 0:
+            result.reread = self._reread_contents()
+        listing = self.hostsdir.list_entries()
         with self._lock:
             kept = self._merge_broadcasts(desired, snapshot_seq)
-            self._syncs += 1
-            if self._syncs % FULL_READ_EVERY == 0:
-                self.hostsdir.invalidate()
-            self.hostsdir.scan()
+            self.hostsdir.scan(listing)
+            del listing
             changes = self.hostsdir.changes(desired)
             report = self.hostsdir.write_all(changes, self.should_stop)
-            result.reread = self.hostsdir.reread
+            del changes
+            result.reread += self.hostsdir.reread
             self.desired = desired
         result.allowed, result.denied = len(desired.allow), len(desired.deny)
         result.written, result.failed = report.written, report.failed
@@ -238,22 +261,33 @@ class FilterSync:
         return self.desired.unknown_allowed if name == WILDCARD else self.desired.decision(mac)
 
     def recheck_all(self) -> list[str]:
-        """Re-read every file and repair the differences (inotify queue overflow)."""
-        with self._lock:
+        """Re-read every file and repair the differences (inotify queue overflow).
+
+        Reads and lists outside the lock (as a full sync does): a foreign burst that
+        overflowed the queue must not hold up broadcasts for a full re-read.
+        """
+        with self._sync_lock:
             if self.desired is None:
                 return []
-            self.hostsdir.invalidate()
-            self.hostsdir.scan()
-            changes = self.hostsdir.changes(self.desired)
+            self._reread_contents()
+            listing = self.hostsdir.list_entries()
+            with self._lock:
+                return self._repair_all(listing)
+
+    def _repair_all(self, listing: Listing) -> list[str]:
+        assert self.desired is not None
+        self.hostsdir.scan(listing)
+        changes = self.hostsdir.changes(self.desired)
+        if changes:
             for name, _mac, want in changes:
                 LOG.warning("%s differs from the policy: restored to %s",
                             os.path.join(self.hostsdir.path, name), "allow" if want else "deny")
             self.hostsdir.write_all(changes)
-            return [name for name, _, _ in changes]
+        return [name for name, _, _ in changes]
 
     def restore_directory(self) -> int:
         """Rewrite every file of the held policy into a new or emptied directory."""
-        with self._lock:
+        with self._sync_lock, self._lock:
             self.hostsdir.invalidate()
             self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
             self.hostsdir.scan()

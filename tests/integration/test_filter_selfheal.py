@@ -16,6 +16,8 @@ from inspection.common import filter_rpc, messaging
 from inspection.db import migration
 from inspection.db.engine import create_engine
 from inspection.db.models import Node, Port
+from pxe_filter import selfheal
+from pxe_filter.sync import FilterSync
 from tests.support.daemon import filter_command, start_filter
 
 DENIED, ALLOWED, OTHER = "52:54:00:cc:00:01", "52:54:00:cc:00:02", "52:54:00:cc:00:09"
@@ -218,3 +220,59 @@ def test_replaced_hostsdir_without_control_exits_1(tmp_path, filter_db, hostsdir
     assert read(hostsdir / DENIED) == deny(DENIED)
     assert read(hostsdir / WILDCARD) == "*:*:*:*:*:*\n"
     proc.stop()
+
+
+@pytest.mark.parametrize("drain_every", [selfheal.DRAIN_EVERY, 10**9])
+def test_own_bulk_writes_drain_the_queue_and_a_foreign_edit_among_them_is_repaired(
+        tmp_path, filter_db, drain_every, monkeypatch, caplog):
+    """The daemon's watcher wiring, in process: 6000 writes make 30,000 events, twice the
+    kernel queue. Drained as they are written (the default), nothing overflows and only
+    the foreign edit is repaired; never drained, the queue overflows."""
+    monkeypatch.setattr(selfheal, "DRAIN_EVERY", drain_every)
+    engine = create_engine(filter_db)
+    macs = [f"52:54:00:ee:{i >> 8:02x}:{i & 255:02x}" for i in range(6000)]
+    with engine.begin() as conn:
+        node = conn.execute(sa.insert(Node).values(
+            uuid=str(uuid.uuid4()), provision_state="manageable", inspect_interface="agent",
+            conductor_group="")).inserted_primary_key[0]
+        conn.execute(sa.insert(Port), [{"uuid": str(uuid.uuid4()), "address": mac,
+                                        "node_id": node} for mac in macs])
+    hostsdir = tmp_path / "bulk"
+    hostsdir.mkdir()
+    victim, calls, overflows, repaired = [], [], [], []
+
+    def should_stop():
+        calls.append(1)
+        if len(calls) == 3000:  # someone edits a file we wrote, in place, mid-burst
+            victim.append(next(n for n in os.listdir(hostsdir) if n.startswith("52:")))
+            with open(hostsdir / victim[0], "r+") as handle:
+                handle.write(allow(victim[0]))
+        return False
+
+    sync = FilterSync(engine, str(hostsdir), should_stop=should_stop)
+
+    def repair(names, content, wait):
+        done = sync.repair(names, content, wait)
+        repaired.extend(done or [])
+        return done
+
+    watcher = selfheal.HostsdirWatcher(str(hostsdir), repair, lambda: overflows.append(1),
+                                       lambda reason: None)
+    sync.hostsdir.observer = watcher
+    try:
+        assert sync.full_sync().written == 6003
+        watcher.start()
+        if drain_every > len(macs):
+            deadline = time.monotonic() + 5
+            while not overflows:
+                assert time.monotonic() < deadline, "the queue did not overflow"
+                time.sleep(0.01)
+            return
+        time_until(hostsdir / victim[0], deny(victim[0]))
+        time.sleep(0.2)  # anything else the watcher would (wrongly) repair
+        assert watcher.drains >= 5 and overflows == []
+        assert repaired == victim
+        assert f"{hostsdir / victim[0]} was edited by someone else" in caplog.text
+    finally:
+        watcher.stop()
+        engine.dispose()

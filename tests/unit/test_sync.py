@@ -170,3 +170,35 @@ def test_stop_flag_interrupts_a_large_sync_cleanly(engine, hosts):
     result = sync.full_sync()
     assert result.interrupted and result.written == 20
     assert not [n for n in os.listdir(hosts) if n.startswith(".")]
+
+
+def test_reread_after_sighup_repairs_in_place_edits_without_blocking_broadcasts(engine,
+                                                                                  hosts):
+    add_node(engine, "inspect wait", [M1])
+    add_node(engine, "active", [M2, M3])
+    sync = FilterSync(engine, str(hosts))
+    sync.full_sync()
+    with open(hosts / M1, "r+") as f:  # same inode: only a content re-read sees it
+        f.write(f"{M1},ignore\n")
+    assert sync.full_sync().written == 0  # a plain sync trusts the inode
+    done = threading.Event()
+    real_read = sync.hostsdir.read_state
+
+    def read_state(name, mac):
+        # Mid re-read (SIGHUP): a broadcast from another thread must get through now.
+        if not done.is_set():
+            worker = threading.Thread(target=lambda: sync.apply_broadcast(allow=[M2]))
+            worker.start()
+            worker.join(timeout=5)
+            if not worker.is_alive():
+                done.set()
+        return real_read(name, mac)
+
+    sync.hostsdir.read_state = read_state
+    sync.reread_files()
+    result = sync.full_sync()
+    assert done.is_set()
+    assert content(hosts, M1) == f"{M1}\n" and content(hosts, M2) == f"{M2}\n"
+    assert result.written == 1 and result.reread >= 4 and result.kept_broadcasts == 1
+    sync.hostsdir.read_state = real_read
+    assert sync.full_sync().reread == 0  # the re-read was once, not every sync now
