@@ -1,0 +1,351 @@
+"""The read side of a dnsmasq ``--dhcp-hostsdir``: what each file says, cached by inode.
+
+After the first full read the content of each file is cached with its inode; later scans use
+``os.scandir`` (inode numbers come free with the directory entries) and re-read only files
+that appeared or were replaced. An in-place edit by someone else keeps the inode and is only
+seen at the next full re-read (SIGHUP, or every FULL_READ_EVERY syncs), which reads without
+the caller's lock (:meth:`HostsDirCache.changed_contents`) so broadcasts are not held up by
+it. Reads use O_NOATIME where allowed: re-reading 100k files must not dirty 100k inodes for
+the journal to write back while broadcasts wait on it. Files are classified by content,
+never by size. The writer is :class:`pxe_filter.hostsdir.HostsDir`, built on this cache.
+"""
+
+import logging
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from inspection.common import macs
+
+# The name the whole hostsdir code logged under before the split: log lines keep it.
+LOG = logging.getLogger("pxe_filter.hostsdir")
+
+#: The file that decides for MACs without a file of their own (ironic-inspector's name).
+WILDCARD = "unknown_hosts_filter"
+#: The MAC pattern written in the wildcard file.
+WILDCARD_MAC = "*:*:*:*:*:*"
+# Temporary names of HostsDir.write (".<mac>.tmp"); one left behind means a crash.
+_TMP = re.compile(r"\.(?:[0-9a-f]{2}(?::[0-9a-f]{2}){5}|unknown_hosts_filter)\.tmp")
+# Names that may be another spelling of a MAC (12 hex digits with optional separators).
+_SPELLING = re.compile(r"[0-9A-Fa-f:.\-]{12,17}")
+_MAX_CONTENT = 128
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_NOATIME = getattr(os, "O_NOATIME", 0)
+
+
+def content(mac: str, allow: bool) -> bytes:
+    """The line dnsmasq reads for ``mac`` (canonical form or the wildcard)."""
+    return f"{mac}\n".encode() if allow else f"{mac},ignore\n".encode()
+
+
+def parse(mac: str, data: bytes) -> bool | None:
+    """True/False if ``data`` is exactly the allow/deny line of ``mac``, else None."""
+    if data == content(mac, True):
+        return True
+    if data == content(mac, False):
+        return False
+    return None
+
+
+@dataclass
+class Listing:
+    """Directory entries that are new or were replaced since the cache, and how many of
+    the cached names are still there (fewer than cached: something was removed)."""
+
+    changed: dict[str, int]
+    seen: int
+
+
+class HostsDirCache:
+    """Cached view of a hostsdir: inodes and the policy each file's content says.
+
+    Not thread-safe: callers lock, except where a method says it needs no lock.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        self.inodes: dict[str, int] = {}  # every directory entry at the last scan -> inode
+        # Managed files, by the policy their content expresses: three sets of names rather
+        # than an object per file (100k files: ~12 MB less). A name stands for itself as a
+        # MAC unless listed in ``aliases`` (the wildcard, other spellings).
+        self.allow_names: set[str] = set()  # content allows
+        self.deny_names: set[str] = set()  # content denies
+        self.odd_names: set[str] = set()  # content is not our canonical line: rewritten
+        self.aliases: dict[str, str] = {}  # non-canonical managed name -> canonical MAC
+        self.spellings: dict[str, set[str]] = {}  # canonical MAC -> non-canonical file names
+        self.loaded = False
+        self.reread = 0  # files whose content the last scan read
+        self._noatime = _NOATIME
+        # Names written or removed since list_entries() began (None: no listing running),
+        # and those of them that were new to the cache. The writer fills them in.
+        self._touched: set[str] | None = None
+        self._touched_new: set[str] = set()
+
+    def invalidate(self) -> None:
+        """Forget the cache: the next scan re-reads every file's content."""
+        for store in (self.inodes, self.allow_names, self.deny_names, self.odd_names,
+                      self.aliases, self.spellings):
+            store.clear()
+        self.loaded = False
+
+    def list_entries(self) -> Listing:
+        """What changed in the directory since the cache; needs no lock. Raises OSError.
+
+        Only entries that are new or have another inode are kept, not the whole listing
+        (at 100k files that would be ~14 MB for an instant). Writes made meanwhile are
+        noted so :meth:`scan` does not trust a listing that may predate them.
+        """
+        self._touched_new = new = set()
+        self._touched = set()
+        inodes = self.inodes
+        changed: dict[str, int] = {}
+        seen = 0
+        try:
+            with os.scandir(self.path) as entries:
+                for entry in entries:
+                    old = inodes.get(entry.name)
+                    ino = entry.inode()
+                    # A name new to the cache is added to ``new`` before ``inodes``, so a
+                    # file written meanwhile is never counted as one the cache had.
+                    if old is not None and entry.name not in new:
+                        seen += 1
+                    if old != ino:
+                        changed[entry.name] = ino
+        except OSError:
+            self._touched = None
+            raise
+        return Listing(changed, seen)
+
+    def scan(self, listing: Listing | None = None) -> None:
+        """Refresh the cache from the directory (or from ``listing``); raises OSError.
+
+        Inode numbers come with the directory entries (no stat): when the listing equals
+        the previous one, nothing was added, removed or replaced and nothing is read.
+        """
+        self.reread = 0
+        touched, self._touched = self._touched, None
+        new, self._touched_new = self._touched_new, set()
+        if listing is not None:
+            for name in touched or ():
+                listing.changed.pop(name, None)  # written by us meanwhile: the cache knows
+            if listing.seen != len(self.inodes) - len(new):
+                listing = None  # files went away (or a failed write raced): list all
+        if listing is None:
+            with os.scandir(self.path) as entries:
+                current = {entry.name: entry.inode() for entry in entries}
+            if current != self.inodes:
+                self._reconcile(current)
+        elif listing.changed:
+            self._reconcile(listing.changed, complete=False)
+        self.loaded = True
+
+    def _reconcile(self, current: dict[str, int], complete: bool = True) -> None:
+        previous = self.inodes
+        for name, ino in current.items():
+            if previous.get(name) == ino:
+                continue
+            if name.startswith("."):
+                if _TMP.fullmatch(name):
+                    self._remove_stale(name)
+                continue
+            known = self._lookup(name)
+            mac = known[0] if known is not None else self._classify(name)
+            if mac is not None:
+                self._read(name, mac)
+        if not complete:
+            previous.update(current)
+            return
+        for name in [n for n in self.managed_names() if n not in current]:
+            self._forget(name)
+        self.inodes = current
+
+    def _classify(self, name: str) -> str | None:
+        """The canonical MAC a file name stands for, or None for files we leave alone."""
+        if name == WILDCARD:
+            return WILDCARD_MAC
+        if macs.is_canonical(name):
+            return name
+        if _SPELLING.fullmatch(name):
+            try:
+                return macs.normalize_mac(name)
+            except macs.InvalidMAC:
+                return None
+        return None
+
+    def _open(self, path: str) -> int:
+        if self._noatime:
+            try:
+                return os.open(path, _READ_FLAGS | self._noatime)
+            except PermissionError:
+                # O_NOATIME needs the file's owner (or CAP_FOWNER): not for this directory.
+                self._noatime = 0
+        return os.open(path, _READ_FLAGS)
+
+    def read_state(self, name: str, mac: str) -> tuple[int, bool | None] | None:
+        """(inode, policy of its content) of file ``name``, cache untouched; no lock needed.
+
+        None if the file is gone or not a regular file; policy None if unreadable or not
+        the canonical line (a symlink included: it is replaced, never followed).
+        """
+        path = os.path.join(self.path, name)
+        try:
+            fd = self._open(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            LOG.debug("Cannot read %s: %s", path, exc)
+            try:
+                return os.lstat(path).st_ino, None
+            except OSError:
+                return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None  # a directory or device: not ours, writes to it will fail
+            data = os.read(fd, _MAX_CONTENT)
+        except OSError as exc:
+            LOG.debug("Cannot read %s: %s", path, exc)
+            data = b""
+        finally:
+            os.close(fd)
+        return st.st_ino, parse(mac, data)
+
+    def _read(self, name: str, mac: str) -> None:
+        self.reread += 1
+        found = self.read_state(name, mac)
+        if found is None:
+            self._forget(name)
+        else:
+            self._remember(name, mac, found[1])
+
+    def managed_names(self) -> list[str]:
+        """Names of the managed files (a copy, to read them later without the lock)."""
+        return [*self.deny_names, *self.allow_names, *self.odd_names]
+
+    def _lookup(self, name: str) -> tuple[str, bool | None] | None:
+        """(MAC, policy of the content) of managed file ``name``; None if not managed."""
+        if name in self.deny_names:
+            state = False
+        elif name in self.allow_names:
+            state = True
+        elif name in self.odd_names:
+            state = None
+        else:
+            return None
+        return self.aliases.get(name, name), state
+
+    def changed_contents(self, names: Iterable[str]) -> list[tuple[str, int, bool | None]]:
+        """Read ``names`` without the caller's lock; (name, inode, policy) of those whose
+        content no longer matches the cache. Apply them with :meth:`apply_contents`."""
+        found = []
+        for name in names:
+            known = self._lookup(name)
+            if known is None:
+                continue
+            state = self.read_state(name, known[0])
+            if state is not None and state[1] is not known[1]:
+                found.append((name, state[0], state[1]))
+        return found
+
+    def apply_contents(self, found: Iterable[tuple[str, int, bool | None]]) -> int:
+        """Record contents read by :meth:`changed_contents` (caller holds the lock);
+        a file replaced since it was read keeps its cache entry: the next scan reads it."""
+        applied = 0
+        for name, ino, state in found:
+            known = self._lookup(name)
+            if known is not None and self.inodes.get(name) == ino:
+                self._remember(name, known[0], state)
+                applied += 1
+        return applied
+
+    def _remember(self, name: str, mac: str, state: bool | None) -> None:
+        if name != mac and name not in self.aliases:
+            self.aliases[name] = mac
+            if name != WILDCARD:
+                self.spellings.setdefault(mac, set()).add(name)
+        if state is None:
+            self.allow_names.discard(name)
+            self.deny_names.discard(name)
+            self.odd_names.add(name)
+        elif state:
+            self.allow_names.add(name)
+            self.deny_names.discard(name)
+            self.odd_names.discard(name)
+        else:
+            self.deny_names.add(name)
+            self.allow_names.discard(name)
+            self.odd_names.discard(name)
+
+    def _forget(self, name: str) -> None:
+        self.allow_names.discard(name)
+        self.deny_names.discard(name)
+        self.odd_names.discard(name)
+        mac = self.aliases.pop(name, None)
+        if mac is not None:
+            names = self.spellings.get(mac)
+            if names is not None:
+                names.discard(name)
+                if not names:
+                    del self.spellings[mac]
+
+    def _remove_stale(self, name: str) -> None:
+        # Only our own temporary names match _TMP; callers hold the lifetime lock, so no
+        # write of ours is in flight: such a file is left over from a crash.
+        path = os.path.join(self.path, name)
+        try:
+            os.unlink(path)
+            LOG.info("Removed stale temporary file %s", path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            LOG.warning("Cannot remove stale temporary file %s: %s", path, exc)
+
+    def state_of(self, name: str) -> bool | None:
+        """Cached policy of file ``name`` (None if unknown, absent or not canonical)."""
+        known = self._lookup(name)
+        return None if known is None else known[1]
+
+    def inode_of(self, name: str) -> int | None:
+        """Inode of ``name`` at the last scan or write."""
+        return self.inodes.get(name)
+
+    def names_for(self, mac: str) -> list[str]:
+        """The canonical file name of ``mac`` plus any non-canonical spellings present."""
+        return [mac, *sorted(self.spellings.get(mac, ()))]
+
+    def foreign_change(self, name: str, content_event: bool,
+                       want: Callable[[str, str], bool]) -> tuple[str, str] | None:
+        """(what happened, MAC) if file ``name`` no longer says ``want(name, mac)``.
+
+        Cheap for our own renames: the inode we recorded is still there and no in-place
+        write was reported (``content_event``), so nothing is read.
+        """
+        known = self._lookup(name)
+        mac = known[0] if known is not None else self._classify(name)
+        if mac is None:
+            return None
+        try:
+            st = os.lstat(os.path.join(self.path, name))
+        except FileNotFoundError:
+            if known is None:
+                return None  # deleted by us (purge), or never one of ours
+            self._forget(name)
+            self.inodes.pop(name, None)
+            return "deleted", mac
+        except OSError:
+            return None
+        if known is not None and not content_event and self.inodes.get(name) == st.st_ino:
+            return None
+        self.inodes[name] = st.st_ino
+        self._read(name, mac)
+        now = self._lookup(name)
+        if now is None or now[1] is want(name, mac):
+            return None  # not a regular file (cannot be replaced by us), or content right
+        if known is None:
+            return "created", mac
+        if st.st_size == 0:
+            return "truncated", mac
+        return ("edited" if content_event else "replaced"), mac
+
