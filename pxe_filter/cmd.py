@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from inspection.common import config, systemd
+from inspection.common.logs import setup_logging
 from pxe_filter import conf as filter_conf
 
 LOG = logging.getLogger("pxe_filter")
@@ -66,16 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="log at DEBUG level (every sync, every MAC broadcast)")
     return parser
-
-
-def setup_logging(debug: bool) -> None:
-    """Timestamped log lines on stderr (journald adds nothing, files need no rotation)."""
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.INFO, stream=sys.stderr,
-        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
-    for noisy in ("amqp", "kombu", "oslo_messaging._drivers", "oslo.messaging._drivers",
-                  "oslo_service.backend"):
-        logging.getLogger(noisy).setLevel(logging.INFO if debug else logging.WARNING)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
