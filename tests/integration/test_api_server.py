@@ -12,7 +12,7 @@ from inspection.db import migration
 from inspection.db.engine import create_engine
 from tests.integration.api_helpers import PASSWORD, USER, basic, write_htpasswd
 from tests.integration.pipeline_support import body
-from tests.support.daemon import write_config
+from tests.support.processes import write_config
 from tests.support.services_procs import console_script, free_port, start_api
 
 
