@@ -2,10 +2,8 @@
 
 import argparse
 import logging
-import os
 import sys
 import textwrap
-import warnings
 from collections.abc import Sequence
 
 from oslo_config import cfg
@@ -80,15 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pxe_filter import status_cmd  # noqa: PLC0415 - only for this command
 
         return status_cmd.main(argv[1:])
-    # oslo.service's threading backend imports futurist, which imports eventlet if present.
-    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
     args = build_parser().parse_args(argv)
     setup_logging(args.debug)
     from pxe_filter.daemon import Daemon, FatalError  # noqa: PLC0415 - after logging
 
-    files = args.config_file
-    if not files and not args.config_dir and os.path.exists(DEFAULT_CONFIG):
-        files = [DEFAULT_CONFIG]
+    files = config.files_or_default(args.config_file, args.config_dir, DEFAULT_CONFIG)
     conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
     filter_conf.register_opts(conf)
     daemon = Daemon(conf)

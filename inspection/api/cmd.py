@@ -7,7 +7,6 @@ import logging
 import signal
 import socket
 import sys
-import warnings
 from collections.abc import Sequence
 
 from oslo_config import cfg
@@ -118,7 +117,6 @@ def _stop(signum, _frame):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
-    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
     args = build_parser().parse_args(argv)
     setup_logging(args.debug)
     conf = cfg.CONF  # oslo.messaging reads its own option groups from the global object

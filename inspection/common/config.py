@@ -1,5 +1,6 @@
 """Loading configuration files for console scripts, with errors an operator can act on."""
 
+import os
 from collections.abc import Sequence
 
 from oslo_config import cfg
@@ -26,3 +27,11 @@ def load(conf: cfg.ConfigOpts, config_files: Sequence[str] = (),
         raise ConfigError(f"configuration directory {exc.config_dir} does not exist") from None
     except (cfg.ConfigFileParseError, cfg.Error) as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
+
+
+def files_or_default(config_files: Sequence[str], config_dirs: Sequence[str],
+                     default: str) -> list[str]:
+    """The files to read: those given, else ``default`` when it exists and no dir is given."""
+    if not config_files and not config_dirs and os.path.exists(default):
+        return [default]
+    return list(config_files)

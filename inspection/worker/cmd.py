@@ -16,7 +16,6 @@ import signal
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -218,12 +217,9 @@ class Worker:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
-    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
     args = build_parser().parse_args(argv)
     setup_logging(args.debug)
-    files = args.config_file
-    if not files and not args.config_dir and os.path.exists(DEFAULT_CONFIG):
-        files = [DEFAULT_CONFIG]
+    files = config.files_or_default(args.config_file, args.config_dir, DEFAULT_CONFIG)
     conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
     inspection_conf.register_opts(conf)
     worker = Worker(conf)
