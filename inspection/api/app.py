@@ -22,7 +22,6 @@ from inspection.api.dispatch import InProcessDispatcher, RpcDispatcher
 from inspection.common import messaging
 from inspection.db.engine import engine_from_conf
 from inspection.notifier import FilterNotifier
-from inspection.rules import RuleRepository, RulesEngine, load_built_in_rules
 
 LOG = logging.getLogger("inspection.api")
 
@@ -77,14 +76,14 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
                engine: Engine | None = None, notifier: FilterNotifier | None = None) -> Flask:
     """The API app for ``conf``.
 
-    Loads the built-in rules and the htpasswd file once (raising their errors, for the
-    caller to report at start-up). ``service`` defaults to the real InspectionService,
+    Loads the htpasswd file, and through the service the hooks and built-in rules, once
+    (raising their errors, for the caller to report at start-up); the rules endpoints share
+    the service's repository. ``service`` defaults to the real InspectionService,
     ``dispatcher`` to a worker client when ``[DEFAULT]transport_url`` is set, else to an
     in-process thread pool.
     """
     engine = engine if engine is not None else engine_from_conf(conf)
     notifier = notifier if notifier is not None else FilterNotifier.from_conf(conf)
-    built_in = load_built_in_rules(conf.inspection_rules.built_in_rules)
     if service is None:
         service = _default_service(conf, engine, notifier)
     if dispatcher is None:
@@ -95,8 +94,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     app.json.sort_keys = False
     app.extensions[EXTENSION] = ApiContext(
         conf=conf, engine=engine, sessions=sessionmaker(engine, expire_on_commit=False),
-        rules=RuleRepository(built_in, conf.inspection_rules.default_scope),
-        rules_engine=RulesEngine(conf.inspection_rules.mask_secrets), notifier=notifier,
+        rules=service.rules.repository, rules_engine=service.rules_engine, notifier=notifier,
         service=service, dispatcher=dispatcher)
     errors.register(app)
     _install_auth(app, conf)

@@ -96,7 +96,6 @@ def build(conf: cfg.ConfigOpts):
     from inspection.api.app import create_app  # noqa: PLC0415 - after logging is set up
     from inspection.api.auth import HtpasswdError  # noqa: PLC0415
     from inspection.db.engine import DatabaseError, engine_from_conf  # noqa: PLC0415
-    from inspection.rules.errors import BuiltInRulesFileError  # noqa: PLC0415
 
     check_conf(conf)
     try:
@@ -105,8 +104,6 @@ def build(conf: cfg.ConfigOpts):
         return create_app(conf, engine=engine)
     except (HtpasswdError, config.ConfigError) as exc:
         raise StartupError(str(exc)) from None
-    except BuiltInRulesFileError as exc:
-        raise StartupError(" ".join(str(exc).split())) from None
     except DatabaseError as exc:
         raise StartupError(str(exc), code=1) from None
 

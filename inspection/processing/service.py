@@ -174,7 +174,9 @@ class InspectionService:
         try:
             built_in = load_built_in_rules(conf.inspection_rules.built_in_rules)
         except BuiltInRulesFileError as exc:
-            raise ConfigError(f"[inspection_rules]built_in_rules: {exc}") from None
+            # One line: start-up errors are reported as a single log line.
+            raise ConfigError(f"[inspection_rules]built_in_rules: "
+                              f"{' '.join(str(exc).split())}") from None
         engine = engine if engine is not None else engine_from_conf(conf)
         notifier = notifier if notifier is not None else FilterNotifier.from_conf(conf)
         return cls(conf, engine, notifier, hooks, built_in)
