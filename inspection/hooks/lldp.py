@@ -8,9 +8,14 @@ reported in the returned warnings, never an exception.
 """
 
 import ipaddress
+import logging
 import struct
 from dataclasses import dataclass, field
 from typing import Any
+
+from inspection.common.untrusted import for_log
+
+LOG = logging.getLogger(__name__)
 
 CHASSIS_ID, PORT_ID, TTL, PORT_DESC, SYS_NAME, SYS_DESC, SYS_CAPS, MGMT_ADDR = range(1, 9)
 END, ORG_SPECIFIC = 0, 127
@@ -208,3 +213,16 @@ def interface_tlvs(interface: dict, plugin_data: dict) -> Any:
     raw = plugin_data.get("lldp_raw")
     tlvs = raw.get(interface.get("name")) if isinstance(raw, dict) else None
     return tlvs if tlvs else interface.get("lldp")
+
+
+def parse_interface(interface: dict, plugin_data: dict, node_ident: str) -> LLDPInfo | None:
+    """Parse an interface's LLDP data, logging what cannot be decoded; None if it has none."""
+    name = for_log(interface.get("name"))
+    tlvs = interface_tlvs(interface, plugin_data)
+    if tlvs is None:
+        LOG.debug("No LLDP data for interface %s of node %s", name, node_ident)
+        return None
+    info = parse_tlvs(tlvs)
+    for warning in info.warnings:
+        LOG.warning("Node %s, interface %s: LLDP %s", node_ident, name, for_log(warning))
+    return info

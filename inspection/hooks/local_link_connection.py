@@ -37,15 +37,9 @@ class LocalLinkConnectionHook(InspectionHook):
                 LOG.debug("Node %s: no port for interface %s, skipping LLDP", ctx.node_ident,
                           for_log(name))
                 continue
-            tlvs = lldp.interface_tlvs(iface, ctx.plugin_data)
-            if tlvs is None:
-                LOG.debug("No LLDP data for interface %s of node %s", for_log(name),
-                          ctx.node_ident)
+            info = lldp.parse_interface(iface, ctx.plugin_data, ctx.node_ident)
+            if info is None:
                 continue
-            info = lldp.parse_tlvs(tlvs)
-            for warning in info.warnings:
-                LOG.warning("Node %s, interface %s: LLDP %s", ctx.node_ident, for_log(name),
-                            for_log(warning))
             found = {}
             if info.chassis_id_is_mac:
                 found["switch_id"] = info.fields["switch_chassis_id"]

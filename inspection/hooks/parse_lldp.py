@@ -6,7 +6,6 @@ TLV that is not valid hex or cannot be decoded is logged as a warning and skippe
 
 import logging
 
-from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks import lldp
 from inspection.hooks.base import InspectionHook
@@ -34,15 +33,9 @@ class ParseLLDPHook(InspectionHook):
             name = iface.get("name")
             if not isinstance(name, str) or not name:
                 continue
-            tlvs = lldp.interface_tlvs(iface, ctx.plugin_data)
-            if tlvs is None:
-                LOG.debug("No LLDP data for interface %s of node %s", for_log(name),
-                          ctx.node_ident)
+            info = lldp.parse_interface(iface, ctx.plugin_data, ctx.node_ident)
+            if info is None:
                 continue
-            info = lldp.parse_tlvs(tlvs)
-            for warning in info.warnings:
-                LOG.warning("Node %s, interface %s: LLDP %s", ctx.node_ident, for_log(name),
-                            for_log(warning))
             if info.fields:
                 parsed[name] = info.fields
         if parsed:
