@@ -1,6 +1,5 @@
 """Auto-discovery on every backend, including callbacks racing from separate connections."""
 
-import threading
 
 import pytest
 import sqlalchemy as sa
@@ -11,6 +10,7 @@ from inspection.discovery import lookup_or_discover
 from inspection.errors import NotFound, UnknownMachine
 from inspection.lookup import LookupData
 from tests.integration.node_factory import add_node, make_conf
+from tests.support import concurrency
 
 MACS = ["52:54:00:00:10:01", "52:54:00:00:10:02", "52:54:00:00:10:03"]
 
@@ -92,28 +92,11 @@ def test_concurrent_callbacks_from_one_machine_create_one_node(db_url, db_engine
     # API processes would; the MAC order differs between callbacks, as it may between
     # inventories.
     contenders = 6
-    engines = [create_engine(db_url) for _ in range(contenders)]
-    barrier = threading.Barrier(contenders)
-    results: list[object] = [None] * contenders
-
-    def callback(index):
-        macs = MACS[index % 3:] + MACS[:index % 3]
-        data = LookupData.build(macs=macs)
-        barrier.wait()
-        try:
-            results[index] = lookup_or_discover(engines[index], conf, data)
-        except Exception as exc:
-            results[index] = exc
-
-    threads = [threading.Thread(target=callback, args=(i,)) for i in range(contenders)]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-    finally:
-        for engine in engines:
-            engine.dispose()
+    with concurrency.engines(db_url, contenders) as engines:
+        results = concurrency.race([
+            lambda e=e, i=i: lookup_or_discover(
+                e, conf, LookupData.build(macs=MACS[i % 3:] + MACS[:i % 3]))
+            for i, e in enumerate(engines)])
     created = [r for r in results if not isinstance(r, Exception) and r.created]
     refused = [r for r in results if isinstance(r, NotFound)]
     assert len(created) == 1 and len(refused) == contenders - 1, results
@@ -124,29 +107,14 @@ def test_concurrent_callbacks_from_one_machine_create_one_node(db_url, db_engine
 
 
 def test_different_machines_enroll_concurrently(db_url, db_engine, conf):
-    engines = [create_engine(db_url) for _ in range(4)]
-    barrier = threading.Barrier(len(engines))
-    results: list[object] = [None] * len(engines)
-
-    def callback(index):
-        data = LookupData.build(macs=[f"52:54:00:00:20:{index:02x}"])
-        barrier.wait()
-        try:
-            results[index] = lookup_or_discover(engines[index], conf, data)
-        except Exception as exc:
-            results[index] = exc
-
-    threads = [threading.Thread(target=callback, args=(i,)) for i in range(len(engines))]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-    finally:
-        for engine in engines:
-            engine.dispose()
+    contenders = 4
+    with concurrency.engines(db_url, contenders) as engines:
+        results = concurrency.race([
+            lambda e=e, i=i: lookup_or_discover(
+                e, conf, LookupData.build(macs=[f"52:54:00:00:20:{i:02x}"]))
+            for i, e in enumerate(engines)])
     assert all(not isinstance(r, Exception) and r.created for r in results), results
-    assert len(nodes_and_ports(db_engine)[0]) == len(engines)
+    assert len(nodes_and_ports(db_engine)[0]) == contenders
 
 
 def test_losing_the_enrollment_race_finds_the_winners_node(db_url, db_engine, conf, caplog):

@@ -1,6 +1,5 @@
 """Node reservations against a concurrent holder, on every backend."""
 
-import threading
 import time
 from datetime import datetime
 
@@ -13,6 +12,7 @@ from inspection.db.engine import create_engine
 from inspection.db.models import Node
 from inspection.errors import NodeLocked, NotFound
 from tests.integration.node_factory import add_node, node_row
+from tests.support import concurrency
 
 
 def test_reserve_and_release(db_engine):
@@ -57,29 +57,22 @@ def test_node_held_by_another_process_is_busy_and_untouched(db_url, db_engine):
 
 def test_only_one_of_many_concurrent_contenders_wins(db_url, db_engine):
     node = add_node(db_engine)
-    engines = [create_engine(db_url) for _ in range(6)]
-    barrier = threading.Barrier(len(engines))
-    outcomes: dict[str, str] = {}
+    contenders = 6
 
     def contend(index, engine):
-        barrier.wait()
         try:
             locking.acquire(engine, node["id"], f"host-{index}")
-            outcomes[f"host-{index}"] = "won"
         except NodeLocked as exc:
-            outcomes[f"host-{index}"] = f"busy:{exc.holder}"
+            return f"busy:{exc.holder}"
+        return "won"
 
-    threads = [threading.Thread(target=contend, args=(i, e)) for i, e in enumerate(engines)]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-    finally:
-        for engine in engines:
-            engine.dispose()
+    with concurrency.engines(db_url, contenders) as engines:
+        results = concurrency.race([lambda i=i, e=e: contend(i, e)
+                                    for i, e in enumerate(engines)], timeout=60)
+    outcomes = {f"host-{i}": r for i, r in enumerate(results)}
     winners = [host for host, outcome in outcomes.items() if outcome == "won"]
-    assert len(outcomes) == len(engines) and len(winners) == 1, outcomes
+    assert all(isinstance(r, str) for r in results), results
+    assert len(outcomes) == contenders and len(winners) == 1, outcomes
     assert node_row(db_engine, node["id"]).reservation == winners[0]
 
 

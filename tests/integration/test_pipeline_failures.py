@@ -1,6 +1,5 @@
 """A failure at any stage leaves the node as it was except 'inspect failed' + last_error."""
 
-import threading
 
 import pytest
 import sqlalchemy as sa
@@ -16,6 +15,7 @@ from tests.integration.pipeline_support import (
     service_for,
     snapshot,
 )
+from tests.support import concurrency
 
 DELL = "uefi-dell-r640"
 # What a failed run may change, and nothing else (updated_at moves with any UPDATE).
@@ -192,21 +192,8 @@ def test_locked_node_is_busy_and_untouched(db_url, db_engine, tmp_path):
 
 
 def _race(workers):
-    errors = []
-    barrier = threading.Barrier(len(workers))
-
-    def run(work):
-        try:
-            barrier.wait()
-            work()
-        except Exception as exc:  # collected for the assertion below
-            errors.append(exc)
-    threads = [threading.Thread(target=run, args=(w,)) for w in workers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return errors
+    """The exceptions raised by ``workers`` run at the same instant."""
+    return [r for r in concurrency.race(workers, timeout=60) if isinstance(r, Exception)]
 
 
 def test_concurrent_duplicate_callbacks(db_url, db_engine, tmp_path):

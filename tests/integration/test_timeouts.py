@@ -1,18 +1,17 @@
 """The inspect-wait timeout task, alone and in several processes at once."""
 
-import threading
 import time
 from datetime import timedelta
 
 import sqlalchemy as sa
 
 from inspection import bmc, locking
-from inspection.db.engine import create_engine
 from inspection.db.models import Node, utcnow
 from inspection.notifier import FilterNotifier
 from inspection.timeouts import TimeoutTask, fail_timed_out
 from tests.integration.filter_listener import listener  # noqa: F401 - fixture
 from tests.integration.node_factory import add_node, make_conf, node_row
+from tests.support import concurrency
 
 NO_BUS = FilterNotifier(None)
 
@@ -77,30 +76,13 @@ def test_timeout_broadcasts_deny(db_engine, tmp_path, listener):  # noqa: F811
 def test_several_processes_at_once_fail_each_node_exactly_once(db_url, db_engine, tmp_path):
     nodes = [waiting_since(db_engine, 4000) for _ in range(24)]
     workers = 4
-    engines = [create_engine(db_url) for _ in range(workers)]
     for i in range(workers):
         (tmp_path / str(i)).mkdir()
     confs = [conf_with(tmp_path / str(i), 1800, host=f"inspection-{i}")
              for i in range(workers)]
-    barrier = threading.Barrier(workers)
-    results: list = [None] * workers
-
-    def run(index):
-        barrier.wait()
-        try:
-            results[index] = fail_timed_out(engines[index], confs[index], NO_BUS)
-        except Exception as exc:
-            results[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(workers)]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-    finally:
-        for engine in engines:
-            engine.dispose()
+    with concurrency.engines(db_url, workers) as engines:
+        results = concurrency.race([lambda e=e, c=c: fail_timed_out(e, c, NO_BUS)
+                                    for e, c in zip(engines, confs, strict=True)])
     assert not any(isinstance(r, Exception) for r in results), results
     failed = [u for r in results for u in r]
     # Every node failed once; a node busy in one worker was done by another or is left for
