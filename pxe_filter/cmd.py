@@ -55,11 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep dnsmasq's --dhcp-hostsdir allow/deny files in step with the "
                     "node/port database and apply update_pxe_filters broadcasts.",
         epilog=_options_help())
-    parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
-                        help=f"configuration file (repeatable; later files win; default "
-                             f"{DEFAULT_CONFIG} when it exists and no --config-* is given)")
-    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
-                        help="directory of *.conf files read after --config-file")
+    config.add_config_options(parser, DEFAULT_CONFIG)
     parser.add_argument("--once", action="store_true",
                         help="run one full sync and exit (1 if a file could not be written)")
     parser.add_argument("--debug", action="store_true",

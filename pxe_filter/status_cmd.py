@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from inspection.common.config import ConfigError, load
+from inspection.common.config import ConfigError, add_config_options, load
 from pxe_filter import conf as filter_conf
 from pxe_filter import state
 
@@ -26,8 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Show what the running ironic-pxe-filter last did: MAC "
                                "counts, wildcard policy, last sync and broadcast, files "
                                "repaired, errors and the dnsmasq it drives.")
-    parser.add_argument("--config-file", action="append", default=[], metavar="PATH")
-    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR")
+    add_config_options(parser)
     parser.add_argument("--format", choices=["human", "json"], default="human")
     return parser
 

@@ -36,10 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ironic-inspection-api",
         description="HTTP API of the inspection service: the ramdisk callback "
                     "(/v1/continue_inspection), inspection rules, nodes and ports.")
-    parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
-                        help="configuration file (repeatable; later files win)")
-    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
-                        help="directory of *.conf files read after --config-file")
+    config.add_config_options(parser)
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     return parser
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from inspection.cli import dbsync, filters, nodes, ports, rules
 from inspection.cli.errors import CommandError, UsageError
-from inspection.common.config import ConfigError
+from inspection.common.config import ConfigError, add_config_options
 from inspection.db.engine import DatabaseError
 
 __all__ = ["CommandError", "UsageError", "build_parser", "main"]
@@ -51,10 +51,7 @@ def config_parent() -> argparse.ArgumentParser:
     """The --config-file/--config-dir options every sub-command accepts."""
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("configuration")
-    group.add_argument("--config-file", action="append", default=[], metavar="PATH",
-                       help="configuration file (repeatable; later files win)")
-    group.add_argument("--config-dir", action="append", default=[], metavar="DIR",
-                       help="directory of *.conf files read after --config-file")
+    add_config_options(group)
     return parent
 
 

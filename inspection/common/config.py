@@ -1,7 +1,9 @@
 """Loading configuration files for console scripts, with errors an operator can act on."""
 
+import argparse
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from oslo_config import cfg
 
@@ -35,3 +37,17 @@ def files_or_default(config_files: Sequence[str], config_dirs: Sequence[str],
     if not config_files and not config_dirs and os.path.exists(default):
         return [default]
     return list(config_files)
+
+
+def add_config_options(parser: argparse.ArgumentParser | Any,
+                       default: str | None = None) -> None:
+    """The oslo-style --config-file/--config-dir options every command takes.
+
+    ``parser`` may also be an argument group (argparse does not name that type publicly).
+    """
+    where = (f"; default {default} when it exists and no --config-* is given"
+             if default else "")
+    parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
+                        help=f"configuration file (repeatable; later files win{where})")
+    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
+                        help="directory of *.conf files read after --config-file")

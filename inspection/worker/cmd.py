@@ -59,11 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                "reservations left by a crashed process of the same host. Signals: "
                "SIGTERM/SIGINT finish the inspections in progress and stop. Exit status: 0 "
                "stopped, 1 runtime error, 2 configuration error.")
-    parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
-                        help=f"configuration file (repeatable; default {DEFAULT_CONFIG} when "
-                             f"it exists and no --config-* is given)")
-    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
-                        help="directory of *.conf files read after --config-file")
+    config.add_config_options(parser, DEFAULT_CONFIG)
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     return parser
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from inspection.common.config import ConfigError, load
+from inspection.common.config import ConfigError, add_config_options, load
 from pxe_filter.dnsmasq import config, options
 from pxe_filter.dnsmasq.settings import DnsmasqConfigError
 
@@ -27,10 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Render the dnsmasq configuration from the [dnsmasq] options, check it "
                     "with 'dnsmasq --test' and install it atomically (mode 0644). An invalid "
                     "configuration is reported and the installed file is kept.")
-    parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
-                        help="configuration file (repeatable; later files win)")
-    parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
-                        help="directory of *.conf files read after --config-file")
+    add_config_options(parser)
     parser.add_argument("--output", metavar="PATH",
                         help="where to write (default: [dnsmasq]config_file); '-' prints the "
                              "checked configuration on stdout")
