@@ -7,7 +7,6 @@ filter that re-syncs from the database at that moment agrees with the broadcast.
 """
 
 import logging
-import uuid as uuidlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -20,6 +19,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from inspection import bmc, locking
 from inspection.common.untrusted import last_error_text
 from inspection.db.engine import session_scope
+from inspection.db.idents import node_ident_clause
 from inspection.db.models import (
     INSPECT_FAILED,
     INSPECT_WAIT,
@@ -40,20 +40,11 @@ ABORTED_MESSAGE = "Inspection was aborted by request."
 
 def find_node_id(engine: Engine, ident: str) -> int:
     """The id of the node whose UUID or name is ``ident``; :class:`NotFound` otherwise."""
-    column = Node.uuid if _is_uuid(ident) else Node.name
     with engine.connect() as conn:
-        node_id = conn.execute(select(Node.id).where(column == ident)).scalar()
+        node_id = conn.execute(select(Node.id).where(node_ident_clause(ident))).scalar()
     if node_id is None:
         raise NotFound(f"node {ident} not found", message=f"Node {ident} could not be found")
     return node_id
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuidlib.UUID(value)
-    except (ValueError, TypeError, AttributeError):
-        return False
-    return True
 
 
 @contextmanager

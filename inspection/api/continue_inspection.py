@@ -7,7 +7,7 @@ from flask import Blueprint, Response, jsonify, request
 from inspection.api.context import ctx, json_body
 from inspection.api.dispatch import DispatchError
 from inspection.api.errors import ApiError
-from inspection.api.nodes_query import is_uuid
+from inspection.db.idents import is_uuid
 
 bp = Blueprint("continue_inspection", __name__)
 LOG = logging.getLogger("inspection.api.continue")

@@ -1,30 +1,17 @@
 """Finding nodes and ports named in a URL (by UUID or name), inside the caller's session."""
 
-import uuid as uuidlib
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from inspection.db.idents import canonical_uuid, node_ident_clause
 from inspection.db.models import Node, NodeInventory, Port
 from inspection.errors import NotFound
 
 
-def is_uuid(value: str) -> bool:
-    """True if ``value`` is a UUID in any spelling Python accepts."""
-    try:
-        uuidlib.UUID(value)
-    except (ValueError, TypeError, AttributeError):
-        return False
-    return True
-
-
 def find_node(session: Session, ident: str, for_update: bool = False) -> Node:
     """The node whose UUID or name is ``ident``; :class:`NotFound` (404) otherwise."""
-    if is_uuid(ident):
-        column, value = Node.uuid, str(uuidlib.UUID(ident))
-    else:
-        column, value = Node.name, ident
-    query = sa.select(Node).where(column == value)
+    query = sa.select(Node).where(node_ident_clause(ident))
     if for_update:
         query = query.with_for_update()
     node = session.execute(query).scalar_one_or_none()
@@ -37,9 +24,9 @@ def find_node(session: Session, ident: str, for_update: bool = False) -> Node:
 def find_port(session: Session, ident: str) -> Port:
     """The port with this UUID; :class:`NotFound` otherwise."""
     port = None
-    if is_uuid(ident):
-        port = session.execute(sa.select(Port).where(
-            Port.uuid == str(uuidlib.UUID(ident)))).scalar_one_or_none()
+    uuid = canonical_uuid(ident)
+    if uuid is not None:
+        port = session.execute(sa.select(Port).where(Port.uuid == uuid)).scalar_one_or_none()
     if port is None:
         raise NotFound(f"port {ident[:64]} not found",
                        message=f"Port {ident[:64]} could not be found")

@@ -6,7 +6,7 @@ from sqlalchemy.orm import Session
 from inspection import bmc, locking
 from inspection.db.models import utcnow
 from inspection.errors import InvalidState, NodeLocked, NotFound, UnknownMachine
-from inspection.inspect_control import abort_inspection, start_inspection
+from inspection.inspect_control import abort_inspection, find_node_id, start_inspection
 from inspection.lookup import LookupData, lookup_node
 from inspection.notifier import FilterNotifier
 from tests.integration.filter_listener import listener  # noqa: F401 - fixture
@@ -112,3 +112,10 @@ def test_unknown_node(db_engine, conf, ident):
     with pytest.raises(NotFound) as exc:
         start_inspection(db_engine, conf, ident, FilterNotifier(None), resolver)
     assert exc.value.code == 404 and ident in str(exc.value)
+
+
+def test_a_node_is_found_by_its_uuid_in_any_spelling(db_engine):
+    node = add_node(db_engine, state="manageable", name="spelled")
+    assert find_node_id(db_engine, node["uuid"].upper()) == node["id"]
+    assert find_node_id(db_engine, node["uuid"].replace("-", "")) == node["id"]
+    assert find_node_id(db_engine, "spelled") == node["id"]
