@@ -7,6 +7,7 @@ thread pool; :class:`pxe_filter.sync.FilterSync` serialises them with the period
 import logging
 
 from inspection.common import filter_rpc
+from inspection.common import messaging as common_messaging
 from inspection.common.messaging import oslo_messaging_module
 from pxe_filter.sync import FilterSync
 
@@ -38,14 +39,10 @@ class FilterEndpoint:
 
 def start_server(transport, host: str, sync: FilterSync):
     """Start consuming broadcasts for ``host``; returns the running server."""
-    server = messaging.get_rpc_server(
-        transport, filter_rpc.target(server=host), [FilterEndpoint(sync)],
-        access_policy=messaging.ExplicitRPCAccessPolicy)
-    server.start()
-    return server
+    return common_messaging.start_rpc_server(transport, filter_rpc.target(server=host),
+                                             [FilterEndpoint(sync)])
 
 
 def stop_server(server) -> None:
     """Stop consuming and wait for in-flight handlers."""
-    server.stop()
-    server.wait()
+    common_messaging.stop_rpc_server(server)
