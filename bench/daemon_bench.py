@@ -103,7 +103,7 @@ def _denied_macs(db: str, count: int) -> list[str]:
 
 def _time_broadcasts(transport, hostsdir: str, ops: list[tuple[str, bool]],
                      result: DaemonResult, count: bool) -> None:
-    from inspection.common import filter_rpc  # noqa: PLC0415
+    from pxe_filter import broadcast  # noqa: PLC0415
 
     inotify = INotify()
     inotify.add_watch(hostsdir, iflags.MOVED_TO | iflags.CLOSE_WRITE)
@@ -113,9 +113,9 @@ def _time_broadcasts(transport, hostsdir: str, ops: list[tuple[str, bool]],
             path = os.path.join(hostsdir, mac)
             start = time.perf_counter()
             if allow:
-                filter_rpc.broadcast(transport, allow=[mac])
+                broadcast.broadcast(transport, allow=[mac])
             else:
-                filter_rpc.broadcast(transport, deny=[mac])
+                broadcast.broadcast(transport, deny=[mac])
             deadline = start + TIMEOUT
             done = False
             while not done and time.perf_counter() < deadline:
@@ -149,7 +149,7 @@ def _log_tail(path: str) -> str:
 
 def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3) -> DaemonResult:
     """Run the daemon on ``db`` and measure it; errors are reported in the result."""
-    from inspection.common import messaging  # noqa: PLC0415
+    from pxe_filter.common import messaging  # noqa: PLC0415
     from tests.support import services  # noqa: PLC0415
 
     result = DaemonResult()

@@ -208,11 +208,11 @@ def ours(args) -> dict:
     from sqlalchemy.orm import Session  # noqa: PLC0415
 
     from inspection.db import migration  # noqa: PLC0415
-    from inspection.db.engine import create_engine  # noqa: PLC0415
     from inspection.db.models import Node, NodeTrait, Port  # noqa: PLC0415
     from inspection.lookup import LookupData, lookup_node  # noqa: PLC0415
-    from inspection.notifier import FilterNotifier  # noqa: PLC0415
     from inspection.processing.service import InspectionService  # noqa: PLC0415
+    from pxe_filter.broadcast import FilterNotifier  # noqa: PLC0415
+    from pxe_filter.common.database import create_engine  # noqa: PLC0415
     from tests.integration.node_factory import make_conf  # noqa: PLC0415
 
     engine = create_engine(f"sqlite:///{args.workdir}/ours.sqlite")

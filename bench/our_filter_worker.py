@@ -19,12 +19,14 @@ def main() -> None:
     parser.add_argument("--hostsdir", required=True)
     args = parser.parse_args()
 
-    from inspection.db.engine import create_engine  # noqa: PLC0415
+    from pxe_filter.common.database import create_engine  # noqa: PLC0415
+    from pxe_filter.source import DatabaseSource  # noqa: PLC0415
     from pxe_filter.sync import FilterSync  # noqa: PLC0415
 
     engine = create_engine(f"sqlite:///{os.path.abspath(args.db)}")
-    sync = FilterSync(engine, os.path.abspath(args.hostsdir), supported_interfaces=("agent",),
-                      discovery_enabled=False, deny_unknown_macs=False)
+    sync = FilterSync(DatabaseSource(engine), os.path.abspath(args.hostsdir),
+                      supported_interfaces=("agent",), discovery_enabled=False,
+                      deny_unknown_macs=False)
     serve(sync.full_sync)
 
 

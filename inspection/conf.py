@@ -5,35 +5,18 @@ configurations; the console scripts use the global ``cfg.CONF`` because oslo.mes
 some of its own groups from there.
 """
 
-import socket
-
 from oslo_config import cfg
+
+from pxe_filter.common import options as shared
 
 DEFAULT_HOOKS = "ramdisk-error,validate-interfaces,ports,architecture"
 
-default_opts = [
-    cfg.StrOpt("host", default=socket.gethostname(), sample_default="localhost",
-               help="Name of this host: used as the RPC server name and as the node "
-                    "reservation holder while this service processes a node."),
-    cfg.StrOpt("state_path", default="/var/lib/ironic-inspection",
-               help="Directory for the embedded SQLite database and other state."),
-]
+default_opts = [shared.host_opt, shared.state_path_opt]
 
-database_opts = [
-    cfg.StrOpt("connection", secret=True,
-               default="sqlite:///$state_path/inspection.sqlite",
-               help="SQLAlchemy URL of the node/port database. Ironic's own database works "
-                    "too (read-only for the PXE filter). Examples: "
-                    "postgresql+psycopg2://user:pass@host/ironic, "
-                    "mysql+pymysql://user:pass@host/ironic."),
-    cfg.IntOpt("connect_timeout", default=10, min=1,
-               help="Seconds to wait for the database to accept a connection."),
-]
+database_opts = shared.database_opts
 
 auto_discovery_opts = [
-    cfg.BoolOpt("enabled", default=False, mutable=True,
-                help="Enroll machines that are not known to the database when they boot the "
-                     "inspection ramdisk. Also makes the PXE filter serve unknown MACs."),
+    shared.discovery_enabled_opt,
     cfg.StrOpt("driver", default="fake-hardware",
                help="Hardware type of auto-discovered nodes."),
     cfg.StrOpt("inspection_scope",
@@ -125,6 +108,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(inspector_opts, group="inspector")
     conf.register_opts(inspection_rules_opts, group="inspection_rules")
     conf.register_opts(api_opts, group="api")
+    shared.register_shared_opts(conf)
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
@@ -136,4 +120,5 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         ("inspector", inspector_opts),
         ("inspection_rules", inspection_rules_opts),
         ("api", api_opts),
+        ("pxe_filter", [shared.supported_inspect_interfaces_opt]),
     ]

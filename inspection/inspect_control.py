@@ -29,7 +29,7 @@ from inspection.db.models import (
     utcnow,
 )
 from inspection.errors import InvalidState, NotFound
-from inspection.notifier import FilterNotifier
+from pxe_filter.broadcast import FilterNotifier, NodePorts
 
 LOG = logging.getLogger(__name__)
 
@@ -61,10 +61,11 @@ def _reserved_node(engine: Engine, conf: cfg.ConfigOpts,
         yield session, node
 
 
-def port_macs(session: Session, node_id: int) -> list[str]:
-    """MACs of the node's ports."""
-    return sorted(a for a in session.scalars(select(Port.address)
-                                              .where(Port.node_id == node_id)) if a)
+def node_ports(session: Session, node: Node) -> NodePorts:
+    """The node's state and its ports' MACs, for the PXE filters' policy."""
+    addresses = sorted(a for a in session.scalars(select(Port.address)
+                                                  .where(Port.node_id == node.id)) if a)
+    return NodePorts(node.provision_state, node.inspect_interface, tuple(addresses))
 
 
 def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
@@ -76,7 +77,6 @@ def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
     :class:`InvalidState` (not ``manageable`` nor ``inspect failed``).
     """
     with _reserved_node(engine, conf, ident) as (session, node):
-        node_id = node.id
         if node.provision_state not in STARTABLE_STATES:
             raise InvalidState(
                 f"Node {node.uuid} is in state {node.provision_state!r}: inspection "
@@ -92,18 +92,18 @@ def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
         node.inspection_started_at = utcnow()
         node.inspection_finished_at = None
         node.last_error = None
-        macs = port_macs(session, node_id)
+        ports = node_ports(session, node)
     set_committed_value(node, "reservation", None)  # released on leaving the block
     LOG.info("Inspection of node %s started; BMC addresses for lookup: %s", node.uuid,
              ", ".join(addresses) or "none")
-    notifier.allow(macs)
+    notifier.announce(ports)
     return node
 
 
-def fail_inspection(session: Session, node: Node, message: str) -> list[str]:
-    """Move ``node`` to ``inspect failed`` with ``message`` (not committed); returns its MACs.
+def fail_inspection(session: Session, node: Node, message: str) -> NodePorts:
+    """Move ``node`` to ``inspect failed`` with ``message`` (uncommitted); returns its ports.
 
-    The caller holds the reservation, commits, then broadcasts ``deny`` for the MACs.
+    The caller holds the reservation, commits, then announces the ports to the filters.
     ``message`` may quote the ramdisk: it is made storable (no NUL, bounded) first.
     """
     info = dict(node.driver_internal_info or {})
@@ -113,7 +113,7 @@ def fail_inspection(session: Session, node: Node, message: str) -> list[str]:
     node.target_provision_state = None
     node.last_error = last_error_text(message)
     node.inspection_finished_at = None
-    return port_macs(session, node.id)
+    return node_ports(session, node)
 
 
 def abort_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
@@ -123,8 +123,8 @@ def abort_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
         if node.provision_state != INSPECT_WAIT:
             raise InvalidState(f"Node {node.uuid} is in state {node.provision_state!r}: "
                                f"only inspection in {INSPECT_WAIT!r} can be aborted")
-        macs = fail_inspection(session, node, ABORTED_MESSAGE)
+        ports = fail_inspection(session, node, ABORTED_MESSAGE)
     set_committed_value(node, "reservation", None)
     LOG.info("Inspection of node %s aborted", node.uuid)
-    notifier.deny(macs)
+    notifier.announce(ports)
     return node

@@ -20,9 +20,9 @@ from sqlalchemy import Text, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
 from inspection import bmc
-from inspection.common.macs import InvalidMAC, normalize_mac
 from inspection.db.models import INSPECT_WAIT, Node, Port
 from inspection.errors import BadRequest, NotFound, UnknownMachine
+from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 LOG = logging.getLogger(__name__)
 

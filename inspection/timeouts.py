@@ -20,7 +20,7 @@ from inspection.db.engine import session_scope
 from inspection.db.models import INSPECT_WAIT, Node, utcnow
 from inspection.errors import NodeLocked, NotFound
 from inspection.inspect_control import fail_inspection
-from inspection.notifier import FilterNotifier
+from pxe_filter.broadcast import FilterNotifier
 
 LOG = logging.getLogger(__name__)
 
@@ -79,10 +79,10 @@ def _fail_one(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier, no
         message = (f"Timeout reached while inspecting the node: no inspection data "
                    f"received within {timeout} seconds of the start of inspection at "
                    f"{started.isoformat(sep=' ', timespec='seconds')} UTC")
-        macs = fail_inspection(session, node, message)
+        ports = fail_inspection(session, node, message)
         node_uuid = node.uuid
     LOG.warning("Node %s: %s", node_uuid, message)
-    notifier.deny(macs)
+    notifier.announce(ports)
     return node_uuid
 
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from inspection.common import config, systemd
-from inspection.common.logs import setup_logging
 from pxe_filter import conf as filter_conf
+from pxe_filter.common import config, systemd
+from pxe_filter.common.logs import setup_logging
 
 LOG = logging.getLogger("pxe_filter")
 

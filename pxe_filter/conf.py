@@ -5,7 +5,7 @@ Options re-read on SIGHUP are marked ``mutable``; the others need a restart.
 
 from oslo_config import cfg
 
-from inspection import conf as inspection_conf
+from pxe_filter.common import options as shared
 from pxe_filter.dnsmasq import options as dnsmasq_options
 
 GROUP = "pxe_filter"
@@ -18,9 +18,7 @@ pxe_filter_opts = [
     cfg.IntOpt("sync_period", default=45, min=0, mutable=True,
                help="Seconds between full synchronisations with the database; 0 disables "
                     "the periodic sync (broadcasts and SIGHUP still apply)."),
-    cfg.ListOpt("supported_inspect_interfaces", default=["agent"], mutable=True,
-                help="Inspect interfaces whose nodes may PXE boot the inspection ramdisk: "
-                     "ports of nodes on inspection with one of these are allowed."),
+    shared.supported_inspect_interfaces_opt,
     cfg.BoolOpt("deny_unknown_macs", default=False, mutable=True,
                 help="Always refuse MACs that match no port, even during inspection or with "
                      "auto-discovery enabled (which then cannot work)."),
@@ -39,18 +37,17 @@ pxe_filter_opts = [
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register the daemon's options and the shared ones it reads on ``conf``."""
-    inspection_conf.register_opts(conf)
+    shared.register_shared_opts(conf)
     conf.register_opts(pxe_filter_opts, group=GROUP)
     dnsmasq_options.register_opts(conf)
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
     """Options the daemon reads, for --help, docs and oslo-config-generator."""
-    shared = dict(inspection_conf.list_opts())
     return [
-        ("DEFAULT", shared["DEFAULT"]),
-        ("database", shared["database"]),
-        ("auto_discovery", [o for o in shared["auto_discovery"] if o.name == "enabled"]),
+        ("DEFAULT", [shared.host_opt, shared.state_path_opt]),
+        ("database", shared.database_opts),
+        ("auto_discovery", [shared.discovery_enabled_opt]),
         (GROUP, pxe_filter_opts),
         (dnsmasq_options.GROUP, dnsmasq_options.control_opts),
     ]

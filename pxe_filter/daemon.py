@@ -14,8 +14,6 @@ import time
 
 from oslo_config import cfg
 
-from inspection.common import messaging, systemd
-from inspection.db.engine import DatabaseError, check_connection, engine_from_conf
 from pxe_filter import state
 from pxe_filter.checks import (  # noqa: F401 - re-exported for callers of the old home
     LOCK_NAME,
@@ -26,10 +24,13 @@ from pxe_filter.checks import (  # noqa: F401 - re-exported for callers of the o
     check_sqlite_file,
     warn_conflicts,
 )
+from pxe_filter.common import messaging, systemd
+from pxe_filter.common.database import DatabaseError, check_connection, engine_from_conf
 from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.healing import SelfHealing, identity
 from pxe_filter.selfheal import HostsdirWatcher
+from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import BroadcastResult, FilterSync, SyncResult
 
 LOG = logging.getLogger(__name__)
@@ -137,7 +138,8 @@ class Daemon(SelfHealing):
         self.lock = HostsdirLock(hostsdir)
         self.lock.acquire()
         warn_conflicts(discovery, deny_unknown)
-        self.sync = FilterSync(self.engine, hostsdir, supported_interfaces=interfaces,
+        self.sync = FilterSync(DatabaseSource(self.engine), hostsdir,
+                               supported_interfaces=interfaces,
                                discovery_enabled=discovery, deny_unknown_macs=deny_unknown,
                                should_stop=self._should_stop)
         self.sync.on_broadcast = self._after_broadcast

@@ -17,7 +17,7 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from inspection.common import macs
+from pxe_filter.common import macs
 
 # The name the whole hostsdir code logged under before the split: log lines keep it.
 LOG = logging.getLogger("pxe_filter.hostsdir")

@@ -1,15 +1,16 @@
 """Desired state of the hostsdir: which MACs dnsmasq serves, computed from database rows.
 
-Pure functions, no I/O: the rules are exactly Ironic's (see FACTS.md) plus inspector's
-``deny_unknown_macs``. Sets rather than per-MAC objects, so that comparing 100k MACs with
-the files costs a few set operations in C.
+Pure functions, no I/O: the rules are exactly those of Ironic's own filter plus inspector's
+``deny_unknown_macs``. :func:`pxe_allowed` is the one place that decides whether a node's ports
+are served: the full sync and every broadcast sender use it. Sets rather than per-MAC
+objects, so that comparing 100k MACs with the files costs a few set operations in C.
 """
 
 import logging
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from inspection.common import macs
+from pxe_filter.common import macs
 
 LOG = logging.getLogger(__name__)
 
@@ -38,14 +39,20 @@ class DesiredState:
         (self.deny if allow else self.allow).discard(mac)
 
 
+def pxe_allowed(provision_state: str | None, inspect_interface: str | None,
+                supported_interfaces: Collection[str]) -> bool:
+    """True if the ports of a node in this state, with this inspect interface, are served."""
+    return provision_state in INSPECTION_STATES and inspect_interface in supported_interfaces
+
+
 def nodes_on_inspection(nodes: Iterable[tuple[int, str | None, str | None]],
                         supported_interfaces: Collection[str]) -> set[int]:
-    """Ids of nodes on inspection with a supported inspect interface.
+    """Ids of the nodes whose ports are served (:func:`pxe_allowed`).
 
     ``nodes`` yields (id, provision_state, inspect_interface).
     """
     return {node_id for node_id, state, interface in nodes
-            if state in INSPECTION_STATES and interface in supported_interfaces}
+            if pxe_allowed(state, interface, supported_interfaces)}
 
 
 def compute(ports: Collection[tuple[str | None, int | None]], inspecting: Collection[int], *,

@@ -6,9 +6,9 @@ thread pool; :class:`pxe_filter.sync.FilterSync` serialises them with the period
 
 import logging
 
-from inspection.common import filter_rpc
-from inspection.common import messaging as common_messaging
-from inspection.common.messaging import oslo_messaging_module
+from pxe_filter import broadcast
+from pxe_filter.common import messaging as common_messaging
+from pxe_filter.common.messaging import oslo_messaging_module
 from pxe_filter.sync import FilterSync
 
 messaging = oslo_messaging_module()
@@ -19,7 +19,7 @@ LOG = logging.getLogger(__name__)
 class FilterEndpoint:
     """Applies broadcast allow/deny lists to the local hostsdir."""
 
-    target = messaging.Target(version=filter_rpc.VERSION)
+    target = messaging.Target(version=broadcast.VERSION)
 
     def __init__(self, sync: FilterSync) -> None:
         self.sync = sync
@@ -39,7 +39,7 @@ class FilterEndpoint:
 
 def start_server(transport, host: str, sync: FilterSync):
     """Start consuming broadcasts for ``host``; returns the running server."""
-    return common_messaging.start_rpc_server(transport, filter_rpc.target(server=host),
+    return common_messaging.start_rpc_server(transport, broadcast.target(server=host),
                                              [FilterEndpoint(sync)])
 
 

@@ -1,16 +1,19 @@
-"""Read-only view of the node/port database: only the five columns the filter needs.
+"""Where the filter learns which nodes are on inspection and which ports exist.
 
-SQLAlchemy Core on lightweight table stubs, never ORM objects and never writes, so the
-daemon also runs against a database created and owned by Ironic.
+A narrow source: one read of the few columns the policy needs. :class:`DatabaseSource` reads
+them with SQLAlchemy Core on lightweight table stubs, never ORM objects and never writes, so
+the daemon also runs against a database created and owned by Ironic; :class:`MemorySource`
+holds them in memory for tests and tools.
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from inspection.db.engine import DatabaseError, describe_url
+from pxe_filter.common.database import DatabaseError, describe_url, error_reason
 from pxe_filter.policy import INSPECTION_STATES, nodes_on_inspection
 
 _nodes = sa.table("nodes", sa.column("id"), sa.column("provision_state"),
@@ -34,6 +37,60 @@ class Snapshot:
     inspecting: set[int]
     on_inspection: set[str | None] = field(default_factory=set)
     others: set[str | None] = field(default_factory=set)
+
+
+class Source(Protocol):
+    """What the filter reads its desired state from."""
+
+    def read_snapshot(self, supported_interfaces: Collection[str]) -> Snapshot:
+        """Nodes on inspection and every port's address; raises DatabaseError."""
+        ...
+
+    def describe(self) -> str:
+        """Where the rows come from, for log lines (no secrets)."""
+        ...
+
+
+class DatabaseSource:
+    """The node/port tables of a database (ours or Ironic's), read-only."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def read_snapshot(self, supported_interfaces: Collection[str]) -> Snapshot:
+        """Nodes on inspection and every port's address; raises DatabaseError."""
+        return read_snapshot(self.engine, supported_interfaces)
+
+    def describe(self) -> str:
+        """The database URL, password hidden."""
+        return describe_url(self.engine.url)
+
+    def close(self) -> None:
+        """Release the engine's connections."""
+        self.engine.dispose()
+
+
+class MemorySource:
+    """Nodes and ports held in memory: ``nodes`` maps id -> (provision_state,
+    inspect_interface); ``ports`` lists (address, node_id)."""
+
+    def __init__(self, nodes: dict[int, tuple[str | None, str | None]] | None = None,
+                 ports: Iterable[tuple[str | None, int | None]] = ()) -> None:
+        self.nodes = dict(nodes or {})
+        self.ports = list(ports)
+
+    def read_snapshot(self, supported_interfaces: Collection[str]) -> Snapshot:
+        """The same split as the database source makes."""
+        snap = Snapshot(nodes_on_inspection(((node_id, state, interface) for
+                                             node_id, (state, interface) in
+                                             self.nodes.items()), supported_interfaces))
+        for address, node_id in self.ports:
+            (snap.on_inspection if node_id in snap.inspecting else snap.others).add(address)
+        return snap
+
+    def describe(self) -> str:
+        """A fixed name."""
+        return "memory"
 
 
 def read_snapshot(engine: Engine, supported_interfaces: Collection[str]) -> Snapshot:
@@ -61,9 +118,8 @@ def read_snapshot(engine: Engine, supported_interfaces: Collection[str]) -> Snap
                 finally:
                     cursor.close()
     except (sa.exc.SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         raise DatabaseError(f"cannot read nodes and ports from {describe_url(engine.url)}: "
-                            f"{reason}") from None
+                            f"{error_reason(exc)}") from None
     return snap
 
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from inspection.common.config import ConfigError, add_config_options, load
 from pxe_filter import conf as filter_conf
 from pxe_filter import state
+from pxe_filter.common.config import ConfigError, add_config_options, load
 
 PROG = "ironic-pxe-filter status"
 NOT_RUNNING = 3

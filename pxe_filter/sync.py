@@ -15,11 +15,10 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from sqlalchemy.engine import Engine
-
-from inspection.common import macs
-from pxe_filter import policy, source
+from pxe_filter import policy
+from pxe_filter.common import macs
 from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, Listing
+from pxe_filter.source import Source
 
 LOG = logging.getLogger(__name__)
 
@@ -66,11 +65,11 @@ class BroadcastResult:
 class FilterSync:
     """Keeps one hostsdir in step with the database and with broadcasts. Thread-safe."""
 
-    def __init__(self, engine: Engine, hostsdir_path: str, *,
+    def __init__(self, source: Source, hostsdir_path: str, *,
                  supported_interfaces: Collection[str] = ("agent",),
                  discovery_enabled: bool = False, deny_unknown_macs: bool = False,
                  should_stop: Callable[[], bool] = lambda: False) -> None:
-        self.engine = engine
+        self.source = source
         self.hostsdir = HostsDir(hostsdir_path)
         self.supported_interfaces = frozenset(supported_interfaces)
         self.discovery_enabled = discovery_enabled
@@ -138,7 +137,7 @@ class FilterSync:
             snapshot_seq = self._seq
             interfaces = self.supported_interfaces
             discovery, deny_unknown = self.discovery_enabled, self.deny_unknown_macs
-        snap = source.read_snapshot(self.engine, interfaces)
+        snap = self.source.read_snapshot(interfaces)
         desired = policy.compute_split(snap.on_inspection, snap.others,
                                        bool(snap.inspecting), discovery_enabled=discovery,
                                        deny_unknown_macs=deny_unknown)

@@ -8,9 +8,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import sessionmaker
 
 from inspection import conf as inspection_conf
-from inspection.common import config
 from inspection.db import models
-from inspection.db.engine import engine_from_conf, session_scope
+from inspection.db.engine import session_scope
+from pxe_filter.common import config
+from pxe_filter.common.database import engine_from_conf
 
 DEMO = [
     ("demo-inspecting", models.INSPECT_WAIT, "52:54:00:00:00:01"),

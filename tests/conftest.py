@@ -3,8 +3,8 @@
 import pytest
 
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.db.models import Base
+from pxe_filter.common.database import create_engine
 from tests.support import services
 
 

@@ -19,9 +19,9 @@ from inspection.api import (
 from inspection.api.auth import REALM, BasicAuth
 from inspection.api.context import EXTENSION, ApiContext
 from inspection.api.dispatch import InProcessDispatcher, RpcDispatcher
-from inspection.common import messaging
-from inspection.db.engine import engine_from_conf
-from inspection.notifier import FilterNotifier
+from pxe_filter.broadcast import FilterNotifier
+from pxe_filter.common import messaging
+from pxe_filter.common.database import engine_from_conf
 
 LOG = logging.getLogger("inspection.api")
 

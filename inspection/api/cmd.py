@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from inspection.common import config, systemd
-from inspection.common.logs import setup_logging
+from pxe_filter.common import config, systemd
+from pxe_filter.common.logs import setup_logging
 
 LOG = logging.getLogger("inspection.api")
 
@@ -80,7 +80,7 @@ def check_database(engine) -> None:
     """The database answers and has a node table (ours or Ironic's)."""
     import sqlalchemy as sa  # noqa: PLC0415
 
-    from inspection.db.engine import check_connection, describe_url  # noqa: PLC0415
+    from pxe_filter.common.database import check_connection, describe_url  # noqa: PLC0415
 
     check_connection(engine)
     if "nodes" not in sa.inspect(engine).get_table_names():
@@ -92,7 +92,7 @@ def build(conf: cfg.ConfigOpts):
     """Check everything that can be wrong before listening; returns the app."""
     from inspection.api.app import create_app  # noqa: PLC0415 - after logging is set up
     from inspection.api.auth import HtpasswdError  # noqa: PLC0415
-    from inspection.db.engine import DatabaseError, engine_from_conf  # noqa: PLC0415
+    from pxe_filter.common.database import DatabaseError, engine_from_conf  # noqa: PLC0415
 
     check_conf(conf)
     try:

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from inspection.api.errors import ApiError
 from inspection.common.untrusted import find_unstorable
 from inspection.db.engine import session_scope
-from inspection.notifier import FilterNotifier
 from inspection.rules import RuleRepository, RulesEngine
+from pxe_filter.broadcast import FilterNotifier
 
 EXTENSION = "ironic_inspection"
 

@@ -9,8 +9,9 @@ from inspection.api.context import ctx, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, find_port, node_uuids
 from inspection.api.views import port_view
-from inspection.common.macs import InvalidMAC, normalize_mac
-from inspection.db.models import INSPECTION_STATES, Node, Port
+from inspection.db.models import Node, Port
+from pxe_filter.broadcast import NodePorts
+from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 bp = Blueprint("ports", __name__)
 
@@ -70,15 +71,12 @@ def create_port() -> tuple[Response, int, dict]:
             session.add(port)
             session.flush()
             view = port_view(port, node.uuid)
-            inspecting = node.provision_state in INSPECTION_STATES
+            announced = NodePorts(node.provision_state, node.inspect_interface, (address,))
     except sa.exc.IntegrityError:
         raise ApiError(409, f"A port with MAC address {address} already exists") from None
     # Tell the filters at once: with unknown MACs allowed (discovery, or a node on
     # inspection) the wildcard would otherwise serve this NIC until the next full sync.
-    if inspecting:
-        c.notifier.allow([address])
-    else:
-        c.notifier.deny([address])
+    c.notifier.announce(announced)
     return jsonify(view), 201, {"Location": f"/v1/ports/{view['uuid']}"}
 
 
@@ -100,8 +98,9 @@ def delete_port(port_id: str) -> tuple[str, int]:
         port = find_port(session, port_id)
         address = port.address
         node = session.get(Node, port.node_id) if port.node_id is not None else None
-        inspecting = node is not None and node.provision_state in INSPECTION_STATES
+        served = node is not None and c.notifier.served(node.provision_state,
+                                                        node.inspect_interface)
         session.delete(port)
-    if inspecting and address:
+    if served and address:
         c.notifier.deny([address])
     return "", 204

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from inspection.cli import dbsync, filters, nodes, ports, rules
 from inspection.cli.errors import CommandError, UsageError
-from inspection.common.config import ConfigError, add_config_options
-from inspection.db.engine import DatabaseError
+from pxe_filter.common.config import ConfigError, add_config_options
+from pxe_filter.common.database import DatabaseError
 
 __all__ = ["CommandError", "UsageError", "build_parser", "main"]
 

@@ -5,9 +5,9 @@ import argparse
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from inspection.common import config
 from inspection.db import migration
-from inspection.db.engine import describe_url, engine_from_conf
+from pxe_filter.common import config
+from pxe_filter.common.database import describe_url, engine_from_conf
 
 
 def add_commands(sub, parent: argparse.ArgumentParser) -> None:

@@ -5,7 +5,8 @@ import argparse
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from inspection.common import config, filter_rpc, macs, messaging
+from pxe_filter import broadcast
+from pxe_filter.common import config, macs, messaging
 
 
 def add_commands(sub, parent: argparse.ArgumentParser) -> None:
@@ -48,7 +49,7 @@ def run_notify(args: argparse.Namespace) -> int:
                            "rabbit://user:pass@host:5672/) or pass --transport-url")
     transport = messaging.get_transport(url)
     try:
-        filter_rpc.broadcast(transport, allow=allow, deny=deny)
+        broadcast.broadcast(transport, allow=allow, deny=deny)
     except Exception as exc:  # the broker's own exception types vary by driver
         raise CommandError(f"broadcast failed: {exc}") from None
     finally:

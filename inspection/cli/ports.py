@@ -6,7 +6,7 @@ import sys
 from inspection.cli import output
 from inspection.cli.errors import CommandError
 from inspection.cli.http import ApiClient, add_api_options, quote
-from inspection.common.macs import InvalidMAC, normalize_mac
+from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 COLUMNS = ("uuid", "address", "node_uuid", "pxe_enabled", "physical_network")
 

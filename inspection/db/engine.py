@@ -1,93 +1,9 @@
-"""Engines and sessions for the configured database URL."""
+"""Sessions for the inspection service (engines come from :mod:`pxe_filter.common.database`)."""
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
-
-
-class DatabaseError(Exception):
-    """The database is unreachable or unusable; the message says what to check."""
-
-
-def describe_url(url: str | URL) -> str:
-    """The URL with any password hidden, for log lines and errors."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # an unparsable URL is itself the error to report
-        return "<unparsable database URL>"
-
-
-def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False) -> Engine:
-    """Create an engine with settings that suit each backend.
-
-    SQLite gets WAL and a busy timeout so the filter can read while the inspection service
-    writes; server databases get a connect timeout so a dead server fails fast. A
-    ``read_only`` engine (the PXE filter's) never switches an SQLite file to WAL: that
-    setting is persistent, a write to a database that may belong to Ironic.
-    """
-    try:
-        parsed = make_url(url)
-    except sa.exc.ArgumentError:
-        raise DatabaseError(f"[database]connection is not a valid SQLAlchemy URL: "
-                            f"{describe_url(url)}") from None
-    kwargs: dict = {"pool_pre_ping": True, "future": True}
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
-        if parsed.database and parsed.database != ":memory:":
-            directory = os.path.dirname(os.path.abspath(parsed.database))
-            if not os.path.isdir(directory):
-                raise DatabaseError(f"directory {directory} of the SQLite database does not "
-                                    f"exist: create it or fix [database]connection")
-    elif backend == "postgresql":
-        kwargs["connect_args"] = {"connect_timeout": connect_timeout}
-    elif backend in ("mysql", "mariadb"):
-        kwargs["connect_args"] = {"connect_timeout": connect_timeout}
-        kwargs["pool_recycle"] = 3600
-    try:
-        engine = sa.create_engine(parsed, **kwargs)
-    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
-        raise DatabaseError(f"cannot use database {describe_url(parsed)}: {exc}") from None
-    if backend == "sqlite":
-        event.listen(engine, "connect",
-                     _sqlite_reader_pragmas if read_only else _sqlite_pragmas)
-    return engine
-
-
-def _sqlite_reader_pragmas(dbapi_conn, _record) -> None:
-    cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
-
-
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
-    _sqlite_reader_pragmas(dbapi_conn, _record)
-    cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.close()
-
-
-def check_connection(engine: Engine) -> None:
-    """Open one connection, raising :class:`DatabaseError` with an actionable message."""
-    try:
-        with engine.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
-    except sa.exc.SQLAlchemyError as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise DatabaseError(f"cannot connect to database {describe_url(engine.url)}: "
-                            f"{reason}") from None
-
-
-def engine_from_conf(conf, read_only: bool = False) -> Engine:
-    """The engine for ``conf.database.connection``."""
-    return create_engine(conf.database.connection, conf.database.connect_timeout,
-                         read_only=read_only)
 
 
 @contextmanager

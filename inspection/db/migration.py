@@ -9,7 +9,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
-from inspection.db.engine import DatabaseError, check_connection, describe_url
+from pxe_filter.common.database import DatabaseError, check_connection, describe_url
 
 #: Our own version table, so that Ironic's ``alembic_version`` is never confused with ours.
 VERSION_TABLE = "inspection_alembic_version"

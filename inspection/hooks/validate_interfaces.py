@@ -18,11 +18,11 @@ import logging
 from typing import Any
 
 from inspection import bmc
-from inspection.common.macs import InvalidMAC, normalize_mac
 from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
 from inspection.processing.context import InspectionContext
+from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 LOG = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import flag_modified
 
 from inspection.common import capabilities as caps
-from inspection.common.macs import InvalidMAC, normalize_mac
 from inspection.db.models import Node, NodeInventory, NodeTrait, Port, Portgroup
+from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 LOG = logging.getLogger(__name__)
 

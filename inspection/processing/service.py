@@ -20,18 +20,15 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from inspection import locking
-from inspection.common.config import ConfigError
-from inspection.common.macs import InvalidMAC, normalize_mac
 from inspection.common.untrusted import for_log, last_error_text
-from inspection.db.engine import engine_from_conf, session_scope
+from inspection.db.engine import session_scope
 from inspection.db.models import ENROLL, INSPECT_WAIT, Node
 from inspection.discovery import lookup_or_discover
 from inspection.errors import BadRequest, NodeLocked, NotFound
 from inspection.hooks.base import HookConfigError, InspectionHook, load_hooks
 from inspection.hooks.validate_interfaces import pxe_mac
-from inspection.inspect_control import fail_inspection, port_macs
+from inspection.inspect_control import fail_inspection, node_ports
 from inspection.lookup import LookupData, lookup_node
-from inspection.notifier import FilterNotifier
 from inspection.processing.pipeline import (
     Pipeline,
     StageFailed,
@@ -47,6 +44,10 @@ from inspection.rules import (
     RuleValidationError,
     load_built_in_rules,
 )
+from pxe_filter.broadcast import FilterNotifier, NodePorts
+from pxe_filter.common.config import ConfigError
+from pxe_filter.common.database import engine_from_conf
+from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 LOG = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ def _lookup_macs(inventory: dict) -> list[str]:
 
 
 class InspectionService:
-    """Accepts and processes inspection data; see /work/notes/contracts.md."""
+    """Accepts inspection data (lookup or discovery, early rules) and processes it."""
 
     def __init__(self, conf: cfg.ConfigOpts, engine: Engine, notifier: FilterNotifier,
                  hooks: list[InspectionHook], built_in_rules: list[Rule], *,
@@ -223,11 +224,11 @@ class InspectionService:
             LOG.warning("Early inspection rules rejected data (%s) that belongs to no "
                         "waiting node: %s", data.describe(), for_log(message))
             return
-        macs = self._under_reservation(node_id, self._fail_waiting, message)
-        if macs is not None:
-            self.notifier.deny(macs)
+        ports = self._under_reservation(node_id, self._fail_waiting, message)
+        if ports is not None:
+            self.notifier.announce(ports)
 
-    def _fail_waiting(self, session: Session, node: Node, message: str) -> list[str] | None:
+    def _fail_waiting(self, session: Session, node: Node, message: str) -> NodePorts | None:
         if node.provision_state != INSPECT_WAIT:
             LOG.info("Node %s left %r meanwhile; early rule failure not recorded: %s",
                      node.uuid, INSPECT_WAIT, for_log(message))
@@ -254,9 +255,9 @@ class InspectionService:
             LOG.warning("Not processing inspection data for node %s: it was deleted",
                         node_uuid)
             return
-        macs = self._under_reservation(node_id, self._process_node, inventory, plugin_data)
-        if macs is not None:
-            self.notifier.deny(macs)
+        ports = self._under_reservation(node_id, self._process_node, inventory, plugin_data)
+        if ports is not None:
+            self.notifier.announce(ports)
 
     def _under_reservation(self, node_id: int, func, *args: Any) -> Any:
         """``func(session, node, *args)`` in one transaction under the node's reservation."""
@@ -280,7 +281,7 @@ class InspectionService:
             locking.release(self.engine, node_id, self.host)
 
     def _process_node(self, session: Session, node: Node, inventory: dict,
-                      plugin_data: dict) -> list[str] | None:
+                      plugin_data: dict) -> NodePorts | None:
         ok, why = is_processable(node)
         if not ok:
             LOG.warning("Not processing inspection data for node %s: %s", node.uuid, why)
@@ -289,7 +290,7 @@ class InspectionService:
         rules = self.rules.by_phase(session)
         try:
             self.pipeline.run(session, node, inventory, plugin_data, rules)
-            macs = port_macs(session, node_id)
+            ports = node_ports(session, node)
             if not locking.still_held(session, node_id, self.host):
                 # Held so long that the timeout task judged us dead and failed the node:
                 # its verdict stands, ours is discarded.
@@ -308,7 +309,7 @@ class InspectionService:
         else:
             LOG.info("Inspection of node %s finished; state %s", node_uuid,
                      node.provision_state)
-            return macs
+            return ports
         session.rollback()
         node = session.get(Node, node_id)
         if node is None:
@@ -318,5 +319,5 @@ class InspectionService:
             # A discovered node stays enrolled (as in Ironic): 'inspect failed' would claim
             # that it was once manageable.
             node.last_error = last_error_text(message)
-            return port_macs(session, node_id)
+            return node_ports(session, node)
         return fail_inspection(session, node, message)

@@ -13,9 +13,9 @@ from inspection.common.capabilities import (
     parse_capabilities,
     update_capabilities,
 )
-from inspection.common.macs import InvalidMAC, normalize_mac
 from inspection.rules import paths
 from inspection.rules.errors import ActionError, TemplateError
+from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 #: Node fields templates may read (``{node.<field>}``); driver_internal_info stays private.
 READ_FIELDS = ("uuid", "name", "driver", "driver_info", "properties", "extra", "instance_info",

@@ -23,15 +23,15 @@ from oslo_config import cfg
 
 from inspection import conf as inspection_conf
 from inspection import locking
-from inspection.common import config, messaging, systemd
-from inspection.common.logs import setup_logging
 from inspection.common.url_credentials import mask_url_passwords
-from inspection.db.engine import (
+from pxe_filter.common import config, messaging, systemd
+from pxe_filter.common.database import (
     DatabaseError,
     check_connection,
     describe_url,
     engine_from_conf,
 )
+from pxe_filter.common.logs import setup_logging
 
 LOG = logging.getLogger("inspection.worker")
 
@@ -108,8 +108,8 @@ class Worker:
                                f"'ironic-inspection dbsync --config-file ...' first")
         service = self._load_service()
         locking.clear_stale(self.engine, self.conf.host)
-        from inspection.notifier import FilterNotifier  # noqa: PLC0415
         from inspection.worker import rpc, stale  # noqa: PLC0415 - after backend selection
+        from pxe_filter.broadcast import FilterNotifier  # noqa: PLC0415
 
         if not self._start_consuming(url, rpc.WorkerEndpoint(service.process)):
             return  # stopped by a signal while waiting for the message bus

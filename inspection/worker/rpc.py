@@ -11,8 +11,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from inspection.common import messaging as common_messaging
-from inspection.common.messaging import oslo_messaging_module
+from pxe_filter.common import messaging as common_messaging
+from pxe_filter.common.messaging import oslo_messaging_module
 
 messaging = oslo_messaging_module()
 

@@ -24,8 +24,8 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 
 from inspection.db.models import INSPECT_WAIT, Node, utcnow
-from inspection.notifier import FilterNotifier
 from inspection.timeouts import TimeoutTask, _timed_out_filter
+from pxe_filter.broadcast import FilterNotifier
 
 LOG = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from inspection.common.config import ConfigError, add_config_options, load
+from pxe_filter.common.config import ConfigError, add_config_options, load
 from pxe_filter.dnsmasq import config, options
 from pxe_filter.dnsmasq.settings import DnsmasqConfigError
 

@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 from inspection.cli import main as cli_main
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.db.models import Node, Port
+from pxe_filter.common.database import create_engine
 from tests.support import netns, services
 from tests.support.daemon import start_filter
 from tests.support.services_procs import start_api, start_worker

@@ -6,8 +6,9 @@ import uuid
 
 import pytest
 
-from inspection.common import filter_rpc, messaging
-from inspection.notifier import FilterNotifier
+from pxe_filter import broadcast
+from pxe_filter.broadcast import FilterNotifier
+from pxe_filter.common import messaging
 
 om = messaging.oslo_messaging_module()
 
@@ -17,7 +18,7 @@ PROBE_MAC = "02:00:00:00:00:99"
 class RecordingEndpoint:
     """Records every broadcast it receives."""
 
-    target = om.Target(version=filter_rpc.VERSION)
+    target = om.Target(version=broadcast.VERSION)
 
     def __init__(self) -> None:
         self.calls: list[dict] = []
@@ -51,7 +52,7 @@ class FilterListener:
         self.transport = messaging.get_transport(transport_url)
         self.endpoint = RecordingEndpoint()
         self.server = om.get_rpc_server(
-            self.transport, filter_rpc.target(server=f"listener-{uuid.uuid4().hex[:6]}"),
+            self.transport, broadcast.target(server=f"listener-{uuid.uuid4().hex[:6]}"),
             [self.endpoint], access_policy=om.ExplicitRPCAccessPolicy)
 
     def start(self, notifier: FilterNotifier) -> None:
@@ -59,7 +60,7 @@ class FilterListener:
         self.server.start()
         deadline = time.monotonic() + 20
         while True:
-            notifier.allow([PROBE_MAC])
+            notifier.update(allow=[PROBE_MAC])
             try:
                 self.endpoint.wait_for(lambda calls: calls, timeout=0.5)
                 break

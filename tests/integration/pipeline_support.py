@@ -7,8 +7,8 @@ import pathlib
 import sqlalchemy as sa
 
 from inspection.db.models import Node, NodeInventory, NodeTrait, Port
-from inspection.notifier import FilterNotifier
 from inspection.processing.service import InspectionService
+from pxe_filter.broadcast import FilterNotifier
 from tests.integration.node_factory import make_conf
 
 FIXTURES = pathlib.Path(__file__).parents[1] / "fixtures" / "inventories"

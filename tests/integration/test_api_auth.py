@@ -6,7 +6,7 @@ import pytest
 
 from inspection.api.auth import HtpasswdError
 from inspection.db import migration
-from inspection.db.engine import create_engine
+from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import PASSWORD, USER, Api, api_conf, basic, write_htpasswd
 from tests.integration.pipeline_support import body
 

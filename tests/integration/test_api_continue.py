@@ -5,7 +5,7 @@ import json
 import pytest
 
 from inspection.db import migration
-from inspection.db.engine import create_engine
+from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import Api, api_conf
 from tests.integration.node_factory import add_node
 from tests.integration.pipeline_support import body, macs_of

@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 
 from inspection.db import migration
-from inspection.db.engine import create_engine
+from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import Api, api_conf
 
 METHODS = {"get", "post", "put", "patch", "delete"}

@@ -4,11 +4,11 @@ import time
 
 import pytest
 
-from inspection.common import messaging
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.processing.service import InspectionService
 from inspection.worker import rpc
+from pxe_filter.common import messaging
+from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import Api, api_conf
 from tests.integration.node_factory import add_node
 from tests.integration.pipeline_support import body, macs_of

@@ -9,7 +9,7 @@ import requests
 
 from inspection.api.auth import BasicAuth, HtpasswdError, parse_htpasswd
 from inspection.db import migration
-from inspection.db.engine import create_engine
+from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import PASSWORD, USER, basic, write_htpasswd
 from tests.integration.pipeline_support import body
 from tests.support.processes import write_config

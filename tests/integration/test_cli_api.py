@@ -16,7 +16,7 @@ import pytest
 
 from inspection.cli import main
 from inspection.db import migration
-from inspection.db.engine import create_engine
+from pxe_filter.common.database import create_engine
 from tests.support.services_procs import console_script, start_api
 
 RULE = {"description": "tag lab nodes", "priority": 10,

@@ -6,8 +6,8 @@ from alembic.migration import MigrationContext
 
 from inspection.cli import main
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.db.models import Base
+from pxe_filter.common.database import create_engine
 
 
 def _write_conf(tmp_path, url):

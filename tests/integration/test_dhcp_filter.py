@@ -10,10 +10,11 @@ import uuid
 import pytest
 from sqlalchemy.orm import Session
 
-from inspection.common import filter_rpc, messaging
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.db.models import INSPECT_WAIT, INSPECTING, MANAGEABLE, Node, Port
+from pxe_filter import broadcast
+from pxe_filter.common import messaging
+from pxe_filter.common.database import create_engine
 from tests.support.daemon import start_filter
 
 pytestmark = pytest.mark.netns
@@ -84,10 +85,10 @@ def test_broadcast_opens_and_closes_a_mac_within_a_second(  # noqa: PLR0917 - fi
         dnsmasq_factory(hostsdir)
         assert dhcp_client.discover(MANAGED, control=WAITING) is None
 
-        filter_rpc.broadcast(transport, allow=[MANAGED])
+        broadcast.broadcast(transport, allow=[MANAGED])
         opened = dhcp_client.await_offer(MANAGED, offered=True, within=1.0)
 
-        filter_rpc.broadcast(transport, deny=[MANAGED])
+        broadcast.broadcast(transport, deny=[MANAGED])
         closed = dhcp_client.await_offer(MANAGED, offered=False, within=1.0, control=WAITING)
 
         # The other MACs keep their policy.

@@ -4,11 +4,11 @@
 import pytest
 import sqlalchemy as sa
 
-from inspection.db.engine import create_engine
 from inspection.db.models import Node, Port
 from inspection.discovery import lookup_or_discover
 from inspection.errors import NotFound, UnknownMachine
 from inspection.lookup import LookupData
+from pxe_filter.common.database import create_engine
 from tests.integration.node_factory import add_node, make_conf
 from tests.support import concurrency
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from inspection.common import filter_rpc, messaging
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.db.models import Node, Port
+from pxe_filter import broadcast
+from pxe_filter.common import messaging
+from pxe_filter.common.database import create_engine
 from tests.support.daemon import start_filter
 
 M1, M2, M3 = "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"
@@ -76,12 +77,12 @@ def transport(rabbit_url):
 def test_python_broadcast_reaches_both_daemons_within_a_second(two_daemons, transport):
     files = [d.hostsdir / M1 for d in two_daemons]
     assert all(read(f) == DENY.format(M1) for f in files)
-    filter_rpc.broadcast(transport, allow=[M1.upper()])
+    broadcast.broadcast(transport, allow=[M1.upper()])
     assert wait_all(files, ALLOW.format(M1), timeout=1.0) < 1.0
-    filter_rpc.broadcast(transport, deny=[M1])
+    broadcast.broadcast(transport, deny=[M1])
     assert wait_all(files, DENY.format(M1), timeout=1.0) < 1.0
     # A MAC without a port can be opened too (a machine about to be discovered).
-    filter_rpc.broadcast(transport, allow=[M3], deny=[M2])
+    broadcast.broadcast(transport, allow=[M3], deny=[M2])
     wait_all([d.hostsdir / M3 for d in two_daemons], ALLOW.format(M3), timeout=1.0)
     for daemon in two_daemons:
         daemon.wait_log("Broadcast applied: 1 allowed, 1 denied, 0 rejected")
@@ -104,11 +105,11 @@ def test_cli_notify_reaches_both_daemons_within_a_second(two_daemons, rabbit_url
 def test_invalid_broadcast_entries_are_rejected_valid_ones_applied(two_daemons, transport,
                                                                    tmp_path):
     om = messaging.oslo_messaging_module()
-    client = om.get_rpc_client(transport, filter_rpc.target(fanout=True))
+    client = om.get_rpc_client(transport, broadcast.target(fanout=True))
     invalid = ["52:54:00:00:00", "52:54:00:00:00:00:00", "52-54-00-00-00-0g",
                "../x", "../../etc/passwd", f"{M3}\n", "52:54:00\n:00:00:03", "",
                "52:54:00:00:00:1", 42, None, {"mac": M3}, [M3]]
-    client.cast({}, filter_rpc.METHOD, allow=[*invalid, M1], deny=M2, surprise="extra")
+    client.cast({}, broadcast.METHOD, allow=[*invalid, M1], deny=M2, surprise="extra")
     wait_all([d.hostsdir / M1 for d in two_daemons], ALLOW.format(M1), timeout=1.0)
     # Methods other than update_pxe_filters are not callable.
     client.cast({}, "full_sync")
@@ -124,5 +125,5 @@ def test_invalid_broadcast_entries_are_rejected_valid_ones_applied(two_daemons, 
         assert read(daemon.hostsdir / M2) == DENY.format(M2)  # untouched by any of it
     assert not (tmp_path / "x").exists()
     # Still serving broadcasts afterwards.
-    filter_rpc.broadcast(transport, deny=[M1])
+    broadcast.broadcast(transport, deny=[M1])
     wait_all([d.hostsdir / M1 for d in two_daemons], DENY.format(M1), timeout=1.0)

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.db.models import Node, Port
+from pxe_filter.common.database import create_engine
 from tests.support.daemon import filter_command, run_filter, start_filter, write_config
 from tests.support.tcpproxy import TcpProxy
 

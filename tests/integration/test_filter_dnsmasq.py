@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.db.models import Node, Port
+from pxe_filter.common.database import create_engine
 from tests.support import netns
 from tests.support.daemon import filter_command, start_filter, write_config
 

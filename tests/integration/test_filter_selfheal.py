@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from inspection.common import filter_rpc, messaging
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.db.models import Node, Port
-from pxe_filter import selfheal
+from pxe_filter import broadcast, selfheal
+from pxe_filter.common import messaging
+from pxe_filter.common.database import create_engine
+from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import FilterSync
 from tests.support.daemon import filter_command, start_filter
 
@@ -125,9 +126,9 @@ def test_own_writes_are_not_taken_for_foreign_ones(tmp_path, filter_db, hostsdir
     transport = messaging.get_transport(rabbit_url)
     try:
         macs = [f"52:54:01:00:{i // 256:02x}:{i % 256:02x}" for i in range(3000)]
-        filter_rpc.broadcast(transport, deny=macs)
+        broadcast.broadcast(transport, deny=macs)
         proc.wait_log("Broadcast applied: 0 allowed, 3000 denied")
-        filter_rpc.broadcast(transport, allow=macs[:10])
+        broadcast.broadcast(transport, allow=macs[:10])
         proc.wait_log("Broadcast applied: 10 allowed, 0 denied")
         time.sleep(0.3)
         assert all(read(hostsdir / mac) == allow(mac) for mac in macs[:10])
@@ -249,7 +250,7 @@ def test_own_bulk_writes_drain_the_queue_and_a_foreign_edit_among_them_is_repair
                 handle.write(allow(victim[0]))
         return False
 
-    sync = FilterSync(engine, str(hostsdir), should_stop=should_stop)
+    sync = FilterSync(DatabaseSource(engine), str(hostsdir), should_stop=should_stop)
 
     def repair(names, content, wait):
         done = sync.repair(names, content, wait)

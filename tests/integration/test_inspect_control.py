@@ -8,7 +8,7 @@ from inspection.db.models import utcnow
 from inspection.errors import InvalidState, NodeLocked, NotFound, UnknownMachine
 from inspection.inspect_control import abort_inspection, find_node_id, start_inspection
 from inspection.lookup import LookupData, lookup_node
-from inspection.notifier import FilterNotifier
+from pxe_filter.broadcast import FilterNotifier
 from tests.integration.filter_listener import listener  # noqa: F401 - fixture
 from tests.integration.node_factory import add_node, make_conf, node_row
 

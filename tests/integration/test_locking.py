@@ -8,9 +8,9 @@ import sqlalchemy as sa
 
 from inspection import locking
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.db.models import Node
 from inspection.errors import NodeLocked, NotFound
+from pxe_filter.common.database import create_engine
 from tests.integration.node_factory import add_node, node_row
 from tests.support import concurrency
 

@@ -5,12 +5,12 @@ import logging
 import pytest
 import sqlalchemy as sa
 
-from inspection.common.config import ConfigError
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.db.models import Node, NodeInventory
 from inspection.errors import NotFound
 from inspection.processing.service import InspectionService
+from pxe_filter.common.config import ConfigError
+from pxe_filter.common.database import create_engine
 from tests.integration.filter_listener import listener  # noqa: F401 - fixture
 from tests.integration.node_factory import add_node, make_conf, node_row, set_state
 from tests.integration.pipeline_support import (

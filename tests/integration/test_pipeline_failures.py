@@ -5,9 +5,9 @@ import pytest
 import sqlalchemy as sa
 
 from inspection import locking
-from inspection.db.engine import create_engine
 from inspection.db.models import Node, NodeInventory
 from inspection.errors import BadRequest, NodeLocked, NotFound
+from pxe_filter.common.database import create_engine
 from tests.integration.node_factory import add_node, node_row
 from tests.integration.pipeline_support import (
     body,

@@ -7,8 +7,8 @@ import sqlalchemy as sa
 
 from inspection import bmc, locking
 from inspection.db.models import Node, utcnow
-from inspection.notifier import FilterNotifier
 from inspection.timeouts import TimeoutTask, fail_timed_out
+from pxe_filter.broadcast import FilterNotifier
 from tests.integration.filter_listener import listener  # noqa: F401 - fixture
 from tests.integration.node_factory import add_node, make_conf, node_row
 from tests.support import concurrency

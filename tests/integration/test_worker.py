@@ -8,13 +8,13 @@ from datetime import timedelta
 import pytest
 
 from inspection import locking
-from inspection.common import messaging
 from inspection.db import migration
-from inspection.db.engine import create_engine
 from inspection.db.models import utcnow
-from inspection.notifier import FilterNotifier
 from inspection.worker import rpc
 from inspection.worker.stale import WorkerTimeoutTask, release_dead_reservations
+from pxe_filter.broadcast import FilterNotifier
+from pxe_filter.common import messaging
+from pxe_filter.common.database import create_engine
 from tests.integration.node_factory import add_node, make_conf, node_row
 from tests.support import services
 from tests.support.services_procs import free_port, start_worker

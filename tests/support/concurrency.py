@@ -6,7 +6,7 @@ from contextlib import contextmanager
 
 from sqlalchemy.engine import Engine
 
-from inspection.db.engine import create_engine
+from pxe_filter.common.database import create_engine
 
 
 @contextmanager

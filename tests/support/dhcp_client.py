@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from inspection.common.macs import normalize_mac
+from pxe_filter.common.macs import normalize_mac
 
 T = TypeVar("T")
 

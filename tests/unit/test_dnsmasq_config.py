@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from oslo_config import cfg
 
-from inspection.common.config import load
 from pxe_filter import conf as filter_conf
+from pxe_filter.common.config import load
 from pxe_filter.dnsmasq import config, options, render_cmd
 from pxe_filter.dnsmasq.settings import DnsmasqConfigError, InvalidSettings
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from inspection.common.macs import InvalidMAC, is_canonical, normalize_mac, split_valid
+from pxe_filter.common.macs import InvalidMAC, is_canonical, normalize_mac, split_valid
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

@@ -9,9 +9,10 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from inspection.db import migration
-from inspection.db.engine import DatabaseError, create_engine
 from inspection.db.models import Node, Port
+from pxe_filter.common.database import DatabaseError, create_engine
 from pxe_filter.hostsdir import WILDCARD
+from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import FilterSync
 
 M1, M2, M3 = "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"
@@ -55,7 +56,7 @@ def content(path, name):
 def test_full_sync_counts_and_files(engine, hosts):
     add_node(engine, "inspect wait", [M1])
     add_node(engine, "active", [M2])
-    sync = FilterSync(engine, str(hosts))
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
     result = sync.full_sync()
     assert (result.allowed, result.denied, result.written, result.failed) == (1, 1, 3, 0)
     assert result.unknown_allowed and result.duration > 0
@@ -68,7 +69,7 @@ def test_full_sync_counts_and_files(engine, hosts):
 
 def test_discovery_and_deny_unknown_options(engine, hosts):
     add_node(engine, "active", [M1])
-    sync = FilterSync(engine, str(hosts), discovery_enabled=True)
+    sync = FilterSync(DatabaseSource(engine), str(hosts), discovery_enabled=True)
     assert sync.full_sync().unknown_allowed
     sync.configure(supported_interfaces=["agent"], discovery_enabled=True,
                    deny_unknown_macs=True)
@@ -77,7 +78,7 @@ def test_discovery_and_deny_unknown_options(engine, hosts):
 
 
 def test_broadcast_validates_and_applies_valid_macs(engine, hosts, caplog):
-    sync = FilterSync(engine, str(hosts))
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
     sync.full_sync()
     bad = ["52:54:00:00:00", "52-54-00-00-00-0g", "../x", f"{M3}\n", 42, None,
            "52:54:00:00:00:01:02", ""]
@@ -96,7 +97,7 @@ def test_broadcast_validates_and_applies_valid_macs(engine, hosts, caplog):
 
 def test_broadcast_repairs_other_spellings_too(engine, hosts):
     (hosts / "52-54-00-00-00-01").write_text("52-54-00-00-00-01\n")
-    sync = FilterSync(engine, str(hosts))
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
     sync.full_sync()
     sync.apply_broadcast(allow=[M1])
     assert content(hosts, "52-54-00-00-00-01") == f"{M1}\n"
@@ -106,7 +107,7 @@ def test_broadcast_repairs_other_spellings_too(engine, hosts):
 
 def test_broadcast_during_slow_database_read_wins_and_is_not_blocked(engine, hosts):
     node = add_node(engine, "active", [M1])
-    sync = FilterSync(engine, str(hosts))
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
     sync.full_sync()
     applied = threading.Event()
 
@@ -145,7 +146,7 @@ def test_broadcast_during_slow_database_read_wins_and_is_not_blocked(engine, hos
 
 def test_database_error_leaves_files_untouched(engine, hosts):
     add_node(engine, "inspect wait", [M1])
-    sync = FilterSync(engine, str(hosts))
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
     sync.full_sync()
     before = {n: (hosts / n).read_bytes() for n in os.listdir(hosts)}
     with engine.begin() as conn:
@@ -166,7 +167,7 @@ def test_stop_flag_interrupts_a_large_sync_cleanly(engine, hosts):
             stop.set()
         return stop.is_set()
 
-    sync = FilterSync(engine, str(hosts), should_stop=should_stop)
+    sync = FilterSync(DatabaseSource(engine), str(hosts), should_stop=should_stop)
     result = sync.full_sync()
     assert result.interrupted and result.written == 20
     assert not [n for n in os.listdir(hosts) if n.startswith(".")]
@@ -176,7 +177,7 @@ def test_reread_after_sighup_repairs_in_place_edits_without_blocking_broadcasts(
                                                                                   hosts):
     add_node(engine, "inspect wait", [M1])
     add_node(engine, "active", [M2, M3])
-    sync = FilterSync(engine, str(hosts))
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
     sync.full_sync()
     with open(hosts / M1, "r+") as f:  # same inode: only a content re-read sees it
         f.write(f"{M1},ignore\n")

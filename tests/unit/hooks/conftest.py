@@ -3,8 +3,8 @@
 import pytest
 from sqlalchemy.orm import Session
 
-from inspection.db.engine import create_engine
 from inspection.db.models import Base
+from pxe_filter.common.database import create_engine
 from tests.unit.hooks.helpers import make_conf
 
 

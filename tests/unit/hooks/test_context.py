@@ -4,9 +4,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from inspection.common.macs import InvalidMAC
 from inspection.db.models import Node, NodeTrait, Port
 from inspection.processing.context import InspectionContext
+from pxe_filter.common.macs import InvalidMAC
 from tests.unit.hooks.helpers import make_node
 
 

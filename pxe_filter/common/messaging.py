@@ -43,12 +43,14 @@ def configured_transport_url(conf: cfg.ConfigOpts) -> str | None:
     oslo.messaging defaults the option to ``rabbit://``; we need to know whether it was set,
     because an unset transport means "no message bus" (all-in-one mode, no broadcasts).
     """
-    oslo_messaging_module()
-    # The option list is module-private but stable; registering it is what get_transport does.
-    from oslo_messaging import transport as om_transport  # noqa: PLC0415
+    om = oslo_messaging_module()
+    # The public option listing (what oslo-config-generator reads) holds transport_url.
+    from oslo_messaging import opts as om_opts  # noqa: PLC0415 - after backend selection
 
-    conf.register_opts(om_transport._transport_opts)
-    om_transport.set_transport_defaults("ironic")
+    for group, opts in om_opts.list_opts():
+        if group in (None, "DEFAULT"):
+            conf.register_opts([opt for opt in opts if opt.name == "transport_url"])
+    om.set_transport_defaults("ironic")
     location = conf.get_location("transport_url")
     if location is None or location.location == cfg.Locations.opt_default:
         return None
