@@ -16,8 +16,9 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from inspection import states
 from inspection.db.engine import session_scope
-from inspection.db.models import ENROLL, Node, Port
+from inspection.db.models import Node, Port
 from inspection.errors import NotFound, UnknownMachine
 from inspection.locking import is_lock_conflict
 from inspection.lookup import LookupData, lookup_node
@@ -57,7 +58,7 @@ def enroll_node(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
     with session_scope(sessionmaker(engine)) as session:
         node = Node(uuid=node_uuid, driver=conf.auto_discovery.driver, driver_info={},
                     driver_internal_info={}, properties=properties, extra={},
-                    instance_info={}, provision_state=ENROLL, auto_discovered=True,
+                    instance_info={}, provision_state=states.INITIAL, auto_discovered=True,
                     inspect_interface=DEFAULT_INSPECT_INTERFACE)
         session.add(node)
         session.flush()

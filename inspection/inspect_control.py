@@ -16,25 +16,21 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.attributes import set_committed_value
 
-from inspection import bmc, locking
+from inspection import bmc, locking, states
 from inspection.common.untrusted import last_error_text
 from inspection.db.engine import session_scope
 from inspection.db.idents import node_ident_clause
 from inspection.db.models import (
-    INSPECT_FAILED,
-    INSPECT_WAIT,
-    MANAGEABLE,
     Node,
     Port,
     utcnow,
 )
-from inspection.errors import InvalidState, NotFound
+from inspection.errors import NotFound
 from pxe_filter.broadcast import FilterNotifier, NodePorts
 
 LOG = logging.getLogger(__name__)
 
 #: States from which inspection may start (Ironic's "inspect" transition).
-STARTABLE_STATES = (MANAGEABLE, INSPECT_FAILED)
 ABORTED_MESSAGE = "Inspection was aborted by request."
 
 
@@ -74,21 +70,16 @@ def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
     """Put the node in ``inspect wait`` ready for the ramdisk's data; returns it (detached).
 
     Raises :class:`NotFound`, :class:`~inspection.errors.NodeLocked` or
-    :class:`InvalidState` (not ``manageable`` nor ``inspect failed``).
+    :class:`~inspection.states.TransitionRefused` (not ``manageable`` nor ``inspect failed``).
     """
     with _reserved_node(engine, conf, ident) as (session, node):
-        if node.provision_state not in STARTABLE_STATES:
-            raise InvalidState(
-                f"Node {node.uuid} is in state {node.provision_state!r}: inspection "
-                f"starts only from {' or '.join(repr(s) for s in STARTABLE_STATES)}")
+        states.apply(node, states.INSPECT)
         addresses = bmc.bmc_addresses(node.driver_info, resolver)
         if not addresses:
             LOG.info("Node %s has no usable BMC address: the ramdisk can only find it "
                      "by MAC or UUID", node.uuid)
         node.driver_internal_info = {**(node.driver_internal_info or {}),
                                      bmc.CACHE_KEY: addresses}
-        node.provision_state = INSPECT_WAIT
-        node.target_provision_state = MANAGEABLE
         node.inspection_started_at = utcnow()
         node.inspection_finished_at = None
         node.last_error = None
@@ -106,11 +97,15 @@ def fail_inspection(session: Session, node: Node, message: str) -> NodePorts:
     The caller holds the reservation, commits, then announces the ports to the filters.
     ``message`` may quote the ramdisk: it is made storable (no NUL, bounded) first.
     """
+    states.apply(node, states.FAIL)
+    return _record_failure(session, node, message)
+
+
+def _record_failure(session: Session, node: Node, message: str) -> NodePorts:
+    """What failing and aborting share: lookup cache cleared, ``last_error`` stored."""
     info = dict(node.driver_internal_info or {})
     info.pop(bmc.CACHE_KEY, None)
     node.driver_internal_info = info
-    node.provision_state = INSPECT_FAILED
-    node.target_provision_state = None
     node.last_error = last_error_text(message)
     node.inspection_finished_at = None
     return node_ports(session, node)
@@ -120,10 +115,8 @@ def abort_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
                      notifier: FilterNotifier) -> Node:
     """Abort a node's inspection (``inspect wait`` -> ``inspect failed``); returns it."""
     with _reserved_node(engine, conf, ident) as (session, node):
-        if node.provision_state != INSPECT_WAIT:
-            raise InvalidState(f"Node {node.uuid} is in state {node.provision_state!r}: "
-                               f"only inspection in {INSPECT_WAIT!r} can be aborted")
-        ports = fail_inspection(session, node, ABORTED_MESSAGE)
+        states.apply(node, states.ABORT)
+        ports = _record_failure(session, node, ABORTED_MESSAGE)
     set_committed_value(node, "reservation", None)
     LOG.info("Inspection of node %s aborted", node.uuid)
     notifier.announce(ports)

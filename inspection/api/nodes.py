@@ -5,15 +5,12 @@ import uuid as uuidlib
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
 
-from inspection import inspect_control, locking
+from inspection import inspect_control, locking, states
 from inspection.api.context import bool_arg, ctx, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, stored_inventory
 from inspection.api.views import node_view
 from inspection.db.models import (
-    AVAILABLE,
-    ENROLL,
-    INSPECT_FAILED,
     INSPECTION_STATES,
     MANAGEABLE,
     Node,
@@ -30,7 +27,6 @@ bp = Blueprint("nodes", __name__)
 DEFAULT_INSPECT_INTERFACE = "agent"
 #: States a node may be moved to ``manageable`` from with target "manage" (as in Ironic;
 #: we cannot check the BMC credentials the way Ironic's "verifying" state does).
-MANAGE_FROM = (ENROLL, INSPECT_FAILED, AVAILABLE)
 _DICT_FIELDS = ("driver_info", "properties", "extra", "instance_info")
 _STR_FIELDS = {"name": 255, "driver": 255, "inspect_interface": 255, "resource_class": 80,
                "conductor_group": 255}
@@ -97,7 +93,7 @@ def create_node() -> tuple[Response, int, dict]:
                 inspect_interface=body.get("inspect_interface") or DEFAULT_INSPECT_INTERFACE,
                 resource_class=body.get("resource_class"),
                 conductor_group=body.get("conductor_group") or "",
-                provision_state=ENROLL, auto_discovered=False)
+                provision_state=states.INITIAL, auto_discovered=False)
     c = ctx()
     try:
         with c.session() as session:
@@ -149,11 +145,7 @@ def _manage(node_ident: str) -> None:
             raise ApiError(404, f"Node {node_ident[:64]} could not be found")
         if node.provision_state == MANAGEABLE:
             return
-        if node.provision_state not in MANAGE_FROM:
-            raise InvalidState(f"Node {node.uuid} is in state {node.provision_state!r}: "
-                               f"'manage' works from {', '.join(MANAGE_FROM)}")
-        node.provision_state = MANAGEABLE
-        node.target_provision_state = None
+        states.apply(node, states.MANAGE)
         node.last_error = None
 
 

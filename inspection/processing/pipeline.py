@@ -15,9 +15,9 @@ import sqlalchemy.exc
 from oslo_config import cfg
 from sqlalchemy.orm import Session
 
-from inspection import bmc
+from inspection import bmc, states
 from inspection.common.untrusted import for_log
-from inspection.db.models import ENROLL, INSPECT_WAIT, MANAGEABLE, Node, utcnow
+from inspection.db.models import ENROLL, INSPECT_WAIT, Node, utcnow
 from inspection.discovery import DEFAULT_INSPECT_INTERFACE
 from inspection.hooks.base import (
     InspectionHook,
@@ -97,9 +97,10 @@ def rules_enabled(conf: cfg.ConfigOpts, node: Node) -> bool:
 def finish(node: Node) -> None:
     """Move the node on after a successful run: ``manageable``, or ``enroll`` for a node that
     was just discovered (it has no verified driver yet)."""
-    if node.provision_state == INSPECT_WAIT:
-        node.provision_state = MANAGEABLE
-    node.target_provision_state = None
+    if states.allowed(node.provision_state, states.DONE):
+        states.apply(node, states.DONE)
+    else:
+        node.target_provision_state = None  # a discovered node stays enrolled
     node.last_error = None
     node.inspection_finished_at = utcnow()
     info = dict(node.driver_internal_info or {})

@@ -100,7 +100,7 @@ def test_provision_states(api):
     node = new_node(api, name="cycle").json
     path = "/v1/nodes/cycle/states/provision"
     early = api.client.put(path, json={"target": "inspect"})
-    assert early.status_code == 409 and "enroll" in early.json["error"]["message"]
+    assert early.status_code == 400 and '"enroll"' in early.json["error"]["message"]
     managed = api.client.put(path, json={"target": "manage"})
     assert managed.status_code == 202 and managed.json["provision_state"] == "manageable"
     started = api.client.put(path, json={"target": "inspect"})
@@ -110,7 +110,7 @@ def test_provision_states(api):
     aborted = api.client.put(path, json={"target": "abort"})
     assert aborted.json["provision_state"] == "inspect failed"
     assert "aborted" in aborted.json["last_error"]
-    assert api.client.put(path, json={"target": "abort"}).status_code == 409
+    assert api.client.put(path, json={"target": "abort"}).status_code == 400
     assert api.client.put(path, json={"target": "manage"}).json["provision_state"] == \
         "manageable"
     assert api.client.put(path, json={"target": "deploy"}).status_code == 400

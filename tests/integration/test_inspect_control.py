@@ -5,9 +5,10 @@ from sqlalchemy.orm import Session
 
 from inspection import bmc, locking
 from inspection.db.models import utcnow
-from inspection.errors import InvalidState, NodeLocked, NotFound, UnknownMachine
+from inspection.errors import NodeLocked, NotFound, UnknownMachine
 from inspection.inspect_control import abort_inspection, find_node_id, start_inspection
 from inspection.lookup import LookupData, lookup_node
+from inspection.states import TransitionRefused
 from pxe_filter.broadcast import FilterNotifier
 from tests.integration.filter_listener import listener  # noqa: F401 - fixture
 from tests.integration.node_factory import add_node, make_conf, node_row
@@ -56,7 +57,8 @@ def test_start_caches_bmc_addresses_and_waits(db_engine, conf):
 
 def test_start_broadcasts_allow_and_abort_broadcasts_deny(db_engine, conf, listener):  # noqa: F811
     notifier, endpoint = listener
-    node = add_node(db_engine, state="inspect failed", macs=MACS, driver_info=DRIVER_INFO)
+    node = add_node(db_engine, state="inspect failed", macs=MACS, driver_info=DRIVER_INFO,
+                    inspect_interface="agent")
     start_inspection(db_engine, conf, node["uuid"], notifier, resolver)
     assert endpoint.wait_for(lambda calls: calls) == [{"allow": MACS, "deny": []}]
     endpoint.reset()
@@ -82,9 +84,12 @@ def test_abort_fails_the_node_and_clears_the_cache(db_engine, conf):
 @pytest.mark.parametrize("state", ["active", "available", "enroll", "inspect wait"])
 def test_start_refused_in_other_states(db_engine, conf, state):
     node = add_node(db_engine, state=state, driver_info=DRIVER_INFO)
-    with pytest.raises(InvalidState) as exc:
+    with pytest.raises(TransitionRefused) as exc:
         start_inspection(db_engine, conf, node["uuid"], FilterNotifier(None), resolver)
-    assert exc.value.code == 409 and repr(state) in str(exc.value)
+    # Ironic's status and wording for a provision action in the wrong state.
+    assert exc.value.code == 400
+    assert str(exc.value) == (f'The requested action "inspect" can not be performed on node '
+                              f'"{node["uuid"]}" while it is in state "{state}".')
     row = node_row(db_engine, node["id"])
     assert (row.provision_state, row.reservation) == (state, None)
     assert bmc.CACHE_KEY not in row.driver_internal_info
@@ -93,7 +98,7 @@ def test_start_refused_in_other_states(db_engine, conf, state):
 @pytest.mark.parametrize("state", ["manageable", "inspect failed", "active"])
 def test_abort_refused_unless_waiting(db_engine, conf, state):
     node = add_node(db_engine, state=state)
-    with pytest.raises(InvalidState):
+    with pytest.raises(TransitionRefused):
         abort_inspection(db_engine, conf, node["uuid"], FilterNotifier(None))
     assert node_row(db_engine, node["id"]).provision_state == state
 

@@ -1,0 +1,44 @@
+"""The provision state machine: every transition in the table, and refusals."""
+
+import pytest
+
+from inspection import states
+from inspection.db.models import Node
+
+ALL_STATES = ("enroll", "manageable", "inspecting", "inspect wait", "inspect failed",
+              "available", "active", None)
+EVENTS = (states.MANAGE, states.INSPECT, states.DONE, states.FAIL, states.ABORT)
+
+
+@pytest.mark.parametrize(("state", "event", "expected"), [
+    ("enroll", "manage", ("manageable", None)),
+    ("available", "manage", ("manageable", None)),
+    ("inspect failed", "manage", ("manageable", None)),
+    ("manageable", "inspect", ("inspect wait", "manageable")),
+    ("inspect failed", "inspect", ("inspect wait", "manageable")),
+    ("inspect wait", "done", ("manageable", None)),
+    ("inspecting", "done", ("manageable", None)),
+    ("inspect wait", "fail", ("inspect failed", None)),
+    ("inspecting", "fail", ("inspect failed", None)),
+    ("inspect wait", "abort", ("inspect failed", None)),
+])
+def test_transitions(state, event, expected):
+    node = Node(uuid="u", provision_state=state, target_provision_state="x")
+    states.apply(node, event)
+    assert (node.provision_state, node.target_provision_state) == expected
+
+
+@pytest.mark.parametrize("state", ALL_STATES)
+@pytest.mark.parametrize("event", EVENTS)
+def test_anything_else_is_refused_and_changes_nothing(state, event):
+    if states.allowed(state, event):
+        return
+    node = Node(uuid="n-1", provision_state=state, target_provision_state="kept")
+    with pytest.raises(states.TransitionRefused) as exc:
+        states.apply(node, event)
+    assert exc.value.code == 400 and f'"{event}"' in str(exc.value)
+    assert (node.provision_state, node.target_provision_state) == (state, "kept")
+
+
+def test_sources():
+    assert states.sources(states.INSPECT) == ["manageable", "inspect failed"]
