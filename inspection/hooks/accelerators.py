@@ -16,7 +16,7 @@ from oslo_config import cfg
 
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import HookConfigError, InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 DEFAULT_FILE = os.path.join(os.path.dirname(__file__), "data", "known_accelerators.yaml")
@@ -70,4 +70,4 @@ class AcceleratorsHook(InspectionHook):
             if known is not None:
                 found.append(dict(known, pci_address=device.get("bus")))
         LOG.info("Accelerators of node %s: %s", ctx.node_ident, found or "none")
-        ctx.set_property("accelerators", found)
+        ctx.edit.set_property("accelerators", found)

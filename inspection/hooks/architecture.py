@@ -5,7 +5,7 @@ import logging
 from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 
@@ -23,4 +23,4 @@ class ArchitectureHook(InspectionHook):
             raise self.fail(f"inventory has a missing or malformed CPU architecture: "
                             f"{arch!r:.60}")
         LOG.info("CPU architecture of node %s: %s", ctx.node_ident, for_log(arch.strip()))
-        ctx.set_property("cpu_arch", arch.strip())
+        ctx.edit.set_property("cpu_arch", arch.strip())

@@ -18,7 +18,7 @@ import sqlalchemy.exc
 from oslo_config import cfg
 
 from inspection.common.capabilities import CapabilitiesError
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ import re
 
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 _MODE = re.compile(r"[A-Za-z0-9_.-]{1,32}")
@@ -26,4 +26,4 @@ class BootModeHook(InspectionHook):
         if not isinstance(mode, str) or not _MODE.fullmatch(mode):
             raise self.fail(f"inventory boot.current_boot_mode is malformed: {mode!r:.60}")
         LOG.info("Boot mode of node %s: %s", ctx.node_ident, mode)
-        ctx.update_capabilities({"boot_mode": mode.lower()})
+        ctx.edit.update_capabilities({"boot_mode": mode.lower()})

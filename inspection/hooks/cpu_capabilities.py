@@ -4,7 +4,7 @@ import logging
 
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 
@@ -28,4 +28,4 @@ class CpuCapabilitiesHook(InspectionHook):
                  if flag in present}
         LOG.info("CPU capabilities of node %s: %s", ctx.node_ident, found or "none")
         if found:
-            ctx.update_capabilities(found)
+            ctx.edit.update_capabilities(found)

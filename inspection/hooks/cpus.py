@@ -4,7 +4,7 @@ import logging
 
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 
@@ -21,4 +21,4 @@ class CpusHook(InspectionHook):
             LOG.warning("No CPU count in the inventory of node %s", ctx.node_ident)
             return
         count = inv.to_int(cpu["count"], "inventory cpu.count", minimum=1)
-        ctx.set_property("cpus", count)
+        ctx.edit.set_property("cpus", count)

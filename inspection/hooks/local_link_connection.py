@@ -11,7 +11,7 @@ from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks import lldp
 from inspection.hooks.base import InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class LocalLinkConnectionHook(InspectionHook):
             name = iface.get("name")
             if name not in all_ifaces:
                 continue
-            port = ctx.port_by_address(all_ifaces[name]["mac_address"])
+            port = ctx.edit.port_by_address(all_ifaces[name]["mac_address"])
             if port is None:
                 LOG.debug("Node %s: no port for interface %s, skipping LLDP", ctx.node_ident,
                           for_log(name))
@@ -52,4 +52,4 @@ class LocalLinkConnectionHook(InspectionHook):
             if updates:
                 LOG.info("Node %s, port %s: local link connection %s", ctx.node_ident,
                          port.address, for_log(updates))
-                ctx.update_port_dict(port, "local_link_connection", updates)
+                ctx.edit.update_port_dict(port, "local_link_connection", updates)

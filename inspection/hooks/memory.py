@@ -4,7 +4,7 @@ import logging
 
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 _MIB = 1024 * 1024
@@ -31,4 +31,4 @@ class MemoryHook(InspectionHook):
             raise self.fail("inventory has no memory size (memory.physical_mb or "
                             "memory.total)")
         LOG.info("Memory of node %s: %d MiB", ctx.node_ident, memory_mb)
-        ctx.set_property("memory_mb", memory_mb)
+        ctx.edit.set_property("memory_mb", memory_mb)

@@ -9,7 +9,7 @@ import logging
 from inspection.hooks import inventory as inv
 from inspection.hooks import lldp
 from inspection.hooks.base import InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 # Each LLDPDU belongs to one physical interface: more than this is not a real machine.

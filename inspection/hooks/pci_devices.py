@@ -13,7 +13,7 @@ from oslo_config import cfg
 
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import HookConfigError, InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 
@@ -65,4 +65,4 @@ class PciDevicesHook(InspectionHook):
                          if key in self.aliases)
         missing = tuple(name for name in self.aliases.values() if name not in counts)
         LOG.info("PCI devices of node %s: %s", ctx.node_ident, dict(counts) or "none")
-        ctx.update_capabilities(dict(counts), remove=missing)
+        ctx.edit.update_capabilities(dict(counts), remove=missing)

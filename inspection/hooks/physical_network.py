@@ -14,7 +14,7 @@ from oslo_config import cfg
 
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import HookConfigError, InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -66,7 +66,7 @@ class PhysicalNetworkHook(InspectionHook):
             raise self.fail("plugin data has no all_interfaces: the validate-interfaces hook "
                             "must run first")
         for name, iface in all_ifaces.items():
-            port = ctx.port_by_address(iface["mac_address"])
+            port = ctx.edit.port_by_address(iface["mac_address"])
             if port is None:
                 LOG.debug("Node %s: no port for interface %s", ctx.node_ident, name)
                 continue

@@ -15,8 +15,9 @@ Each ``valid_interfaces`` entry gets ``is_added``: true if this run created its 
 import logging
 
 from inspection.hooks.base import InspectionHook
+from inspection.hooks.context import InspectionContext
 from inspection.hooks.validate_interfaces import pxe_mac
-from inspection.processing.context import InspectionContext, port_mac
+from inspection.node_edit import port_mac
 
 LOG = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class PortsHook(InspectionHook):
     def _add_ports(self, ctx: InspectionContext, valid: dict) -> None:
         for iface in valid.values():
             mac = iface["mac_address"]
-            owner = ctx.port_owner(mac)
+            owner = ctx.edit.port_owner(mac)
             if owner is ctx.node:
                 LOG.debug("Node %s already has a port for %s", ctx.node_ident, mac)
                 continue
@@ -52,7 +53,7 @@ class PortsHook(InspectionHook):
                             "node %s", mac, ctx.node_ident, owner.uuid)
                 continue
             extra = {"client-id": iface["client_id"]} if iface.get("client_id") else {}
-            ctx.create_port(mac, pxe_enabled=iface["pxe_enabled"], extra=extra)
+            ctx.edit.create_port(mac, pxe_enabled=iface["pxe_enabled"], extra=extra)
             iface["is_added"] = True
             LOG.info("Port created for MAC %s of node %s%s", mac, ctx.node_ident,
                      " (PXE booting)" if iface["pxe_enabled"] else "")
@@ -69,13 +70,13 @@ class PortsHook(InspectionHook):
         pxe_macs = {i["mac_address"] for i in all_ifaces.values() if i.get("pxe_enabled")}
         client_ids = {i["mac_address"]: i.get("client_id") for i in all_ifaces.values()}
 
-        for port in list(ctx.ports):
+        for port in list(ctx.edit.ports):
             mac = port_mac(port) or port.address
             # An empty expectation would delete every port: never act on it.
             if expected and mac not in expected:
                 LOG.info("Deleting port %s (%s) of node %s: not among the expected MACs "
                          "(keep_ports=%s)", port.uuid, port.address, ctx.node_ident, keep)
-                ctx.delete_port(port)
+                ctx.edit.delete_port(port)
                 continue
             if self.conf.inspector.update_pxe_enabled and pxe_known:
                 wanted = mac in pxe_macs
@@ -85,4 +86,4 @@ class PortsHook(InspectionHook):
                     port.pxe_enabled = wanted
             client_id = client_ids.get(mac)
             if client_id and (port.extra or {}).get("client-id") != client_id:
-                ctx.update_port_dict(port, "extra", {"client-id": client_id})
+                ctx.edit.update_port_dict(port, "extra", {"client-id": client_id})

@@ -12,7 +12,7 @@ from typing import Any
 from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 
@@ -52,4 +52,4 @@ class RaidDeviceHook(InspectionHook):
             return
         LOG.info("Node %s: new disk %s becomes the root device", ctx.node_ident,
                  for_log(new[0]))
-        ctx.set_property("root_device", {"serial": new[0]})
+        ctx.edit.set_property("root_device", {"serial": new[0]})

@@ -1,7 +1,7 @@
 """ramdisk-error: fail the inspection early with the error the ramdisk reported."""
 
 from inspection.hooks.base import InspectionHook, RamdiskError
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 
 class RamdiskErrorHook(InspectionHook):

@@ -15,7 +15,7 @@ from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks import root_hints
 from inspection.hooks.base import InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 LOG = logging.getLogger(__name__)
 _MIN_DEFAULT_ROOT = 4 * root_hints.GIB
@@ -67,7 +67,7 @@ class RootDeviceHook(InspectionHook):
             LOG.info("Root disk of node %s: %s, local_gb %d", ctx.node_ident,
                      for_log(root.get("name")), local_gb)
         ctx.plugin_data["local_gb"] = local_gb
-        ctx.set_property("local_gb", local_gb)
+        ctx.edit.set_property("local_gb", local_gb)
 
     def _by_hints(self, ctx: InspectionContext, disks: list[dict], hints: object,
                   skip: object) -> dict:

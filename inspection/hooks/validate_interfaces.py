@@ -21,7 +21,7 @@ from inspection import bmc
 from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 LOG = logging.getLogger(__name__)

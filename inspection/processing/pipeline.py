@@ -26,8 +26,8 @@ from inspection.hooks.base import (
     run_hooks,
     run_preprocess,
 )
+from inspection.hooks.context import InspectionContext
 from inspection.processing import store
-from inspection.processing.context import InspectionContext
 from inspection.rules import (
     InspectionFailed,
     OrmNode,
@@ -135,13 +135,13 @@ class Pipeline:
         if with_rules:
             self._stage("preprocess rules", lambda: apply_rules(
                 self.engine, rules.get("preprocess", []), "preprocess", inventory=inventory,
-                plugin_data=ctx.plugin_data, node=OrmNode(session, node)))
+                plugin_data=ctx.plugin_data, node=OrmNode(session, node, ctx.edit)))
         self._hooks("main", run_hooks, ctx)
         if with_rules:
-            # A fresh adapter: hooks may have added or deleted ports since.
+            # The hooks' editor: it tracks the ports they added or deleted.
             self._stage("main rules", lambda: apply_rules(
                 self.engine, rules.get("main", []), "main", inventory=inventory,
-                plugin_data=ctx.plugin_data, node=OrmNode(session, node)))
+                plugin_data=ctx.plugin_data, node=OrmNode(session, node, ctx.edit)))
         self._stage("storing the inspection data", self._store, session, node, inventory,
                     ctx.plugin_data)
         return ctx

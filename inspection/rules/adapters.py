@@ -5,9 +5,9 @@ The engine only talks to :class:`NodeAdapter`; :class:`InMemoryNode` keeps plain
 """
 
 import abc
-import re
 from typing import Any, Protocol, runtime_checkable
 
+from inspection import node_edit
 from inspection.common.capabilities import (
     CapabilitiesError,
     parse_capabilities,
@@ -33,8 +33,6 @@ PORT_WRITE_FIELDS: dict[str, tuple[type, ...]] = {
     "extra": (dict,), "local_link_connection": (dict,), "physical_network": (str, type(None)),
     "pxe_enabled": (bool,),
 }
-_TRAIT = re.compile(r"CUSTOM_[A-Z0-9_]+|[A-Z][A-Z0-9_]*")
-_UUID = re.compile(r"[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}")
 
 
 @runtime_checkable
@@ -64,10 +62,11 @@ class NodeAdapter(Protocol):
 
 
 def check_trait(name: object) -> str:
-    """Return a valid trait name or raise :class:`ActionError`."""
-    if not isinstance(name, str) or len(name) > 255 or not _TRAIT.fullmatch(name):
-        raise ActionError("a trait is an upper-case name such as CUSTOM_GPU or HW_CPU_X86_AVX2")
-    return name
+    """Return a valid trait name or raise :class:`ActionError` (the editor's rule)."""
+    try:
+        return node_edit.check_trait(name)
+    except node_edit.InvalidChange as exc:
+        raise ActionError(str(exc)) from None
 
 
 def _check_type(field: str, value: Any, types: tuple[type, ...]) -> None:
@@ -222,11 +221,11 @@ class NodeAdapterBase(abc.ABC):
             mac = normalize_mac(port_id)
         except InvalidMAC:
             mac = None
-        if mac is None and not _UUID.fullmatch(port_id):
+        if mac is None and not node_edit.UUID_PATTERN.fullmatch(port_id):
             raise ActionError("port_id must be a MAC address or a port UUID")
         wanted = port_id.lower().replace("-", "") if mac is None else None
         for handle in self._port_handles():
-            if mac is not None and (self._port_read(handle, "address") or "").lower() == mac:
+            if mac is not None and _same_mac(self._port_read(handle, "address"), mac):
                 return handle
             uuid = str(self._port_read(handle, "uuid") or "").lower().replace("-", "")
             if wanted is not None and uuid == wanted:
@@ -271,6 +270,13 @@ class NodeAdapterBase(abc.ABC):
 
 
 _MISSING = object()
+
+
+def _same_mac(stored: object, mac: str) -> bool:
+    try:
+        return normalize_mac(stored) == mac
+    except InvalidMAC:
+        return False
 
 
 class InMemoryNode(NodeAdapterBase):

@@ -13,7 +13,7 @@ from inspection import conf as inspection_conf
 from inspection.db.engine import session_scope
 from inspection.db.models import INSPECT_WAIT, Node, NodeInventory, Port
 from inspection.hooks.base import InspectionHookError, load_hooks, run_hooks, run_preprocess
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 FIXTURES = pathlib.Path(__file__).parents[1] / "fixtures" / "inventories"
 OTHER_NODE_MAC = "3c:fd:fe:a1:77:e1"

@@ -10,7 +10,7 @@ from oslo_config import cfg
 from inspection import conf as inspection_conf
 from inspection.db.models import INSPECT_WAIT, Node, Port
 from inspection.hooks.base import load_hooks, run_hooks, run_preprocess
-from inspection.processing.context import InspectionContext
+from inspection.hooks.context import InspectionContext
 
 FIXTURES = pathlib.Path(__file__).parents[2] / "fixtures" / "inventories"
 

@@ -145,7 +145,7 @@ def test_keep_ports(session, tmp_path, keep_ports, kept):
     ctx = make_ctx(session, conf, load_data("uefi-dell-r640"), ports=existing)
     run(ctx, ["validate-interfaces", "ports"])
     assert set(stored_ports(session, ctx.node)) == kept
-    assert {p.address for p in ctx.ports} == kept
+    assert {p.address for p in ctx.edit.ports} == kept
 
 
 @pytest.mark.parametrize("update", [True, False])
@@ -164,8 +164,8 @@ def test_existing_upper_case_port_is_recognised(session, conf):
     ctx = make_ctx(session, conf, load_data("uefi-dell-r640"),
                    ports=[(DELL_PXE.upper(), False)])
     run(ctx, ["validate-interfaces", "ports"])
-    assert len(ctx.ports) == 1
-    assert ctx.ports[0].pxe_enabled is True
+    assert len(ctx.edit.ports) == 1
+    assert ctx.edit.ports[0].pxe_enabled is True
 
 
 def test_mac_of_another_node_is_left_alone(session, conf, caplog):

@@ -81,10 +81,10 @@ def test_local_link_connection_on_the_dell(session, tmp_path):
     conf = make_conf(tmp_path, add_ports="all")
     existing = [("b0:7b:25:d3:0a:11", False)]
     ctx = make_ctx(session, conf, load_data("uefi-dell-r640"), ports=existing)
-    ctx.ports[0].local_link_connection = {"switch_info": "set by operator"}
+    ctx.edit.ports[0].local_link_connection = {"switch_info": "set by operator"}
     run(ctx, ["validate-interfaces", "ports", "local-link-connection"])
     session.flush()
-    by_mac = {p.address: p for p in ctx.ports}
+    by_mac = {p.address: p for p in ctx.edit.ports}
     assert by_mac[DELL_PXE].local_link_connection == {
         "switch_id": "88:5a:92:ec:54:00", "port_id": "Ethernet1/10",
         "switch_info": "leaf-a-r12.example.net"}
@@ -99,7 +99,7 @@ def test_local_link_connection_with_bad_hex_is_a_warning(session, conf, caplog):
     data["inventory"]["interfaces"][1]["lldp"] = [[1, "04aabbccddeeff"], [2, "GG"]]
     ctx = make_ctx(session, conf, data)
     run(ctx, ["validate-interfaces", "ports", "local-link-connection"])
-    assert ctx.ports[0].local_link_connection == {"switch_id": "aa:bb:cc:dd:ee:ff"}
+    assert ctx.edit.ports[0].local_link_connection == {"switch_id": "aa:bb:cc:dd:ee:ff"}
     assert "not hexadecimal" in caplog.text
 
 
@@ -109,4 +109,4 @@ def test_non_mac_chassis_id_is_not_a_switch_id(session, conf):
                                                   [2, "0545746831"]]
     ctx = make_ctx(session, conf, data)
     run(ctx, ["validate-interfaces", "ports", "local-link-connection"])
-    assert ctx.ports[0].local_link_connection == {"port_id": "Eth1"}
+    assert ctx.edit.ports[0].local_link_connection == {"port_id": "Eth1"}
