@@ -8,21 +8,21 @@ import os
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from pxe_filter.common.lifecycle import EXIT_CONFIG, ServiceError
+
 LOG = logging.getLogger(__name__)
 
 LOCK_NAME = ".ironic-pxe-filter.lock"
 
 
-class FatalError(Exception):
-    """Start-up cannot continue; the message says what to fix."""
-
-    exit_code = 1
+class FatalError(ServiceError):
+    """The daemon cannot continue; the message says what to fix."""
 
 
 class FatalConfigError(FatalError):
     """The configuration is wrong."""
 
-    exit_code = 2
+    exit_code = EXIT_CONFIG
 
 
 def check_hostsdir(path: str | None) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from pxe_filter import conf as filter_conf
-from pxe_filter.common import config, systemd
+from pxe_filter.common import config, lifecycle
 from pxe_filter.common.logs import setup_logging
 
 LOG = logging.getLogger("pxe_filter")
@@ -76,34 +76,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status_cmd.main(argv[1:])
     args = build_parser().parse_args(argv)
     setup_logging(args.debug)
-    from pxe_filter.daemon import Daemon, FatalError  # noqa: PLC0415 - after logging
+    from pxe_filter import daemon  # noqa: PLC0415 - after logging
 
     files = config.files_or_default(args.config_file, args.config_dir, DEFAULT_CONFIG)
     conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
     filter_conf.register_opts(conf)
-    daemon = Daemon(conf)
-    daemon.install_signal_handlers()
-    try:
-        try:
-            config.load(conf, files, args.config_dir)
-        except config.ConfigError as exc:
-            LOG.critical("Configuration error: %s", exc)
-            return 2
-        result = daemon.start(once=args.once)
-        if args.once or daemon.stopping:
-            return 1 if result.failed else 0
-        systemd.notify("READY=1", f"STATUS=ready: {result.allowed} MAC(s) allowed, "
-                                  f"{result.denied} denied, unknown "
-                                  f"{'allowed' if result.unknown_allowed else 'denied'}")
-        LOG.info("Ready")
-        daemon.run_loop()
-        LOG.info("Stopping on signal")
-        return 0
-    except FatalError as exc:
-        LOG.critical("%s", exc)
-        return exc.exit_code
-    finally:
-        daemon.shutdown()
+    life = lifecycle.Lifecycle()
+    life.install_signal_handlers(reload=True)
+    built: list[daemon.Daemon] = []
+
+    def start() -> str | int:
+        built.append(daemon.build(conf, life, once=args.once))
+        return built[0].start()
+
+    def serve() -> None:
+        built[0].run_loop()
+
+    def shutdown() -> None:
+        if built:
+            built[0].shutdown()
+
+    return lifecycle.run(LOG, life, load=lambda: config.load(conf, files, args.config_dir),
+                         start=start, serve=serve, shutdown=shutdown)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,29 @@ class FilterEndpoint:
             LOG.exception("Broadcast could not be applied; the next full sync will catch up")
 
 
+class BroadcastListener:
+    """Consumes broadcasts for ``host`` once started; does nothing without a ``url``."""
+
+    def __init__(self, url: str | None, host: str, sync: FilterSync) -> None:
+        self.url, self.host, self.sync = url, host, sync
+        self._server = None
+
+    def start(self) -> None:
+        """Connect and consume; raises whatever the driver raises."""
+        if self.url:
+            transport = common_messaging.get_transport(self.url)
+            self._server = start_server(transport, self.host, self.sync)
+
+    def stop(self) -> None:
+        """Stop consuming (in-flight broadcasts finish); never raises."""
+        if self._server is not None:
+            try:
+                stop_server(self._server)
+            except Exception as exc:
+                LOG.warning("Stopping the broadcast listener: %s", exc)
+            self._server = None
+
+
 def start_server(transport, host: str, sync: FilterSync):
     """Start consuming broadcasts for ``host``; returns the running server."""
     return common_messaging.start_rpc_server(transport, broadcast.target(server=host),

@@ -2,9 +2,9 @@
 error such as an unreachable database, 2 on a configuration error)."""
 
 import argparse
+import contextlib
 import ipaddress
 import logging
-import signal
 import socket
 import sys
 from collections.abc import Sequence
@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from pxe_filter.common import config, systemd
+from pxe_filter.common import config, lifecycle
+from pxe_filter.common.lifecycle import EXIT_CONFIG, EXIT_RUNTIME, ServiceError
 from pxe_filter.common.logs import setup_logging
 
 LOG = logging.getLogger("inspection.api")
@@ -20,14 +21,6 @@ LOG = logging.getLogger("inspection.api")
 # Headroom above [api]max_request_body_size so that the app, not waitress, answers the 413
 # (as JSON); waitress still stops a client streaming gigabytes.
 _WAITRESS_BODY_FACTOR = 4
-
-
-class StartupError(Exception):
-    """A reason not to start, shown in one line; ``code`` is the exit status."""
-
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,8 +55,9 @@ def read_all_options(conf: cfg.ConfigOpts) -> None:
             try:
                 getattr(section, opt.dest)
             except (cfg.ConfigFileValueError, ValueError) as exc:
-                raise StartupError(f"invalid value of [{group}]{opt.name}: "
-                                   f"{str(exc).rsplit('is not valid: ', 1)[-1]}") from None
+                raise ServiceError(f"invalid value of [{group}]{opt.name}: "
+                                   f"{str(exc).rsplit('is not valid: ', 1)[-1]}",
+                                   EXIT_CONFIG) from None
 
 
 def check_conf(conf: cfg.ConfigOpts) -> None:
@@ -71,9 +65,10 @@ def check_conf(conf: cfg.ConfigOpts) -> None:
     read_all_options(conf)
     if (conf.api.auth_strategy == "noauth" and not is_loopback(conf.api.host_ip)
             and not conf.api.allow_insecure_noauth):
-        raise StartupError(f"[api]auth_strategy = noauth would let anyone who reaches "
+        raise ServiceError(f"[api]auth_strategy = noauth would let anyone who reaches "
                            f"{conf.api.host_ip} change nodes and rules: listen on 127.0.0.1, "
-                           f"use http_basic, or set [api]allow_insecure_noauth = true")
+                           f"use http_basic, or set [api]allow_insecure_noauth = true",
+                           EXIT_CONFIG)
 
 
 def check_database(engine) -> None:
@@ -84,8 +79,8 @@ def check_database(engine) -> None:
 
     check_connection(engine)
     if "nodes" not in sa.inspect(engine).get_table_names():
-        raise StartupError(f"database {describe_url(engine.url)} has no schema: run "
-                           f"'ironic-inspection dbsync --config-file ...' first", code=1)
+        raise ServiceError(f"database {describe_url(engine.url)} has no schema: run "
+                           f"'ironic-inspection dbsync --config-file ...' first", EXIT_RUNTIME)
 
 
 def build(conf: cfg.ConfigOpts):
@@ -100,13 +95,9 @@ def build(conf: cfg.ConfigOpts):
         check_database(engine)
         return create_app(conf, engine=engine)
     except (HtpasswdError, config.ConfigError) as exc:
-        raise StartupError(str(exc)) from None
+        raise ServiceError(str(exc), EXIT_CONFIG) from None
     except DatabaseError as exc:
-        raise StartupError(str(exc), code=1) from None
-
-
-def _stop(signum, _frame):
-    raise SystemExit(0)
+        raise ServiceError(str(exc), EXIT_RUNTIME) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,44 +106,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.debug)
     conf = cfg.CONF  # oslo.messaging reads its own option groups from the global object
     inspection_conf.register_opts(conf)
-    try:
-        config.load(conf, args.config_file, args.config_dir)
-        app = build(conf)
-    except config.ConfigError as exc:
-        LOG.critical("Configuration error: %s", exc)
-        return 2
-    except StartupError as exc:
-        LOG.critical("Cannot start: %s", exc)
-        return exc.code
-    from waitress import create_server  # noqa: PLC0415
+    life = lifecycle.Lifecycle()
+    # waitress blocks the main thread in its own loop: a stop signal raises SystemExit there.
+    life.install_signal_handlers(interrupt=True)
+    api = _Api(conf)
+    return lifecycle.run(LOG, life, load=lambda: config.load(conf, args.config_file,
+                                                             args.config_dir),
+                         start=api.start, serve=api.serve, shutdown=api.shutdown)
 
-    from inspection.api.app import close_app  # noqa: PLC0415
 
-    try:
-        server = create_server(
-            app, host=conf.api.host_ip, port=conf.api.port, threads=conf.api.threads,
-            connection_limit=conf.api.connection_limit,
-            channel_timeout=conf.api.channel_timeout,
-            ident="ironic-inspection-api", clear_untrusted_proxy_headers=True,
-            max_request_body_size=conf.api.max_request_body_size * _WAITRESS_BODY_FACTOR)
-    except OSError as exc:
-        LOG.critical("Cannot listen on %s port %s: %s", conf.api.host_ip, conf.api.port,
-                     exc.strerror or exc)
-        close_app(app)
-        return 1
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    LOG.info("Listening on http://%s:%s (auth: %s)", conf.api.host_ip, conf.api.port,
-             conf.api.auth_strategy)
-    systemd.notify("READY=1", f"STATUS=listening on {conf.api.host_ip}:{conf.api.port}")
-    try:
-        server.run()
-    finally:
-        LOG.info("Stopping")
-        server.close()
-        close_app(app)
-    return 0
+class _Api:
+    """The app and its waitress server."""
 
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self.conf = conf
+        self.app = None
+        self.server = None
+
+    def start(self) -> str:
+        """Build the app (checking everything) and bind the socket; ServiceError."""
+        from waitress import create_server  # noqa: PLC0415
+
+        conf = self.conf
+        self.app = build(conf)
+        try:
+            self.server = create_server(
+                self.app, host=conf.api.host_ip, port=conf.api.port, threads=conf.api.threads,
+                connection_limit=conf.api.connection_limit,
+                channel_timeout=conf.api.channel_timeout,
+                ident="ironic-inspection-api", clear_untrusted_proxy_headers=True,
+                max_request_body_size=conf.api.max_request_body_size * _WAITRESS_BODY_FACTOR)
+        except OSError as exc:
+            raise ServiceError(f"Cannot listen on {conf.api.host_ip} port {conf.api.port}: "
+                               f"{exc.strerror or exc}", EXIT_RUNTIME) from None
+        LOG.info("Listening on http://%s:%s (auth: %s)", conf.api.host_ip, conf.api.port,
+                 conf.api.auth_strategy)
+        return f"listening on {conf.api.host_ip}:{conf.api.port}"
+
+    def serve(self) -> None:
+        """Serve until a stop signal (SystemExit from the signal handler)."""
+        with contextlib.suppress(SystemExit):
+            self.server.run()
+
+    def shutdown(self) -> None:
+        """Close the socket and release the app's threads and connections."""
+        from inspection.api.app import close_app  # noqa: PLC0415
+
+        if self.server is not None:
+            self.server.close()
+        if self.app is not None:
+            close_app(self.app)
 
 if __name__ == "__main__":
     sys.exit(main())

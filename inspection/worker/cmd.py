@@ -8,11 +8,7 @@ systemd ``TimeoutStartSec`` bounds it since READY=1 is sent only once consuming.
 """
 
 import argparse
-import contextlib
 import logging
-import os
-import select
-import signal
 import sys
 import threading
 import time
@@ -24,13 +20,14 @@ from oslo_config import cfg
 from inspection import conf as inspection_conf
 from inspection import locking
 from inspection.common.url_credentials import mask_url_passwords
-from pxe_filter.common import config, messaging, systemd
+from pxe_filter.common import config, lifecycle, messaging, systemd
 from pxe_filter.common.database import (
     DatabaseError,
     check_connection,
     describe_url,
     engine_from_conf,
 )
+from pxe_filter.common.lifecycle import ServiceError
 from pxe_filter.common.logs import setup_logging
 
 LOG = logging.getLogger("inspection.worker")
@@ -38,14 +35,6 @@ LOG = logging.getLogger("inspection.worker")
 DEFAULT_CONFIG = "/etc/ironic-inspection/ironic-inspection.conf"
 #: Seconds without an answer from the message bus before saying that the worker waits for it.
 BUS_WAIT_WARNING = 5.0
-
-
-class StartupError(Exception):
-    """Start-up cannot continue; the message says what to fix."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,33 +56,25 @@ def build_parser() -> argparse.ArgumentParser:
 class Worker:
     """One worker process: RPC server, timeout task, signal-driven main loop."""
 
-    def __init__(self, conf: cfg.ConfigOpts) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, life: lifecycle.Lifecycle) -> None:
         self.conf = conf
-        self.stopping = False
+        self.life = life
         self.engine = None
         self.transport = None
         self.server = None
         self.timeout_task = None
         self.notifier = None
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
-    def install_signal_handlers(self) -> None:
-        """SIGTERM/SIGINT stop; they also wake the main loop."""
-        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        signal.signal(signal.SIGTERM, self._on_stop)
-        signal.signal(signal.SIGINT, self._on_stop)
+    def start(self) -> str | int:
+        """Connect, load the pipeline, clear own stale reservations, consume; ServiceError.
 
-    def _on_stop(self, _signum, _frame) -> None:
-        self.stopping = True
-
-    def start(self) -> None:
-        """Connect, load the pipeline, clear own stale reservations, consume; StartupError."""
+        Returns the READY status, or 0 when stopped while waiting for the message bus."""
         try:
             url = messaging.configured_transport_url(self.conf)
         except (cfg.Error, ValueError) as exc:
-            raise StartupError(f"invalid [DEFAULT]transport_url: {exc}", 2) from None
+            raise ServiceError(f"invalid [DEFAULT]transport_url: {exc}", 2) from None
         if not url:
-            raise StartupError("[DEFAULT]transport_url is not set: the worker consumes tasks "
+            raise ServiceError("[DEFAULT]transport_url is not set: the worker consumes tasks "
                                "from the message bus (e.g. rabbit://user:pass@host:5672/); "
                                "without a bus, ironic-inspection-api processes inspection "
                                "data itself and no worker is needed", 2)
@@ -101,10 +82,10 @@ class Worker:
             self.engine = engine_from_conf(self.conf)
             check_connection(self.engine)
         except DatabaseError as exc:
-            raise StartupError(f"{exc}; check [database]connection and that the database "
+            raise ServiceError(f"{exc}; check [database]connection and that the database "
                                f"server is running") from None
         if "nodes" not in sa.inspect(self.engine).get_table_names():
-            raise StartupError(f"database {describe_url(self.engine.url)} has no schema: run "
+            raise ServiceError(f"database {describe_url(self.engine.url)} has no schema: run "
                                f"'ironic-inspection dbsync --config-file ...' first")
         service = self._load_service()
         locking.clear_stale(self.engine, self.conf.host)
@@ -112,12 +93,13 @@ class Worker:
         from pxe_filter.broadcast import FilterNotifier  # noqa: PLC0415
 
         if not self._start_consuming(url, rpc.WorkerEndpoint(service.process)):
-            return  # stopped by a signal while waiting for the message bus
+            return lifecycle.EXIT_OK  # stopped while waiting for the message bus
         self.notifier = FilterNotifier.from_conf(self.conf)
         self.timeout_task = stale.make_timeout_task(self.engine, self.conf, self.notifier)
         self.timeout_task.start()
         LOG.info("Consuming %s as server %s (inspect-wait timeout checked every %s s)",
                  rpc.TOPIC, self.conf.host, self.timeout_task.interval)
+        return f"consuming as {self.conf.host}"
 
     def _start_consuming(self, url: str, endpoint) -> bool:
         """Connect and start the RPC server; False if a stop signal came first.
@@ -136,14 +118,13 @@ class Worker:
             except Exception as exc:  # driver-specific exception types
                 result["error"] = exc
             finally:
-                with contextlib.suppress(OSError):
-                    os.write(self._wake_w, b"c")  # wake the wait below
+                self.life.wake()  # wake the wait below
 
         thread = threading.Thread(target=connect, name="bus-connect", daemon=True)
         thread.start()
         started, warned = time.monotonic(), False
-        while thread.is_alive() and not self.stopping:
-            self._wait_wakeup(1.0)
+        while thread.is_alive() and not self.life.stopping:
+            self.life.wait(1.0)
             if not warned and time.monotonic() - started > BUS_WAIT_WARNING:
                 warned = True
                 LOG.warning("The message bus at %s does not answer after %.0f s; waiting for "
@@ -157,17 +138,10 @@ class Worker:
             return False
         if "error" in result:
             self.transport = result.get("transport")
-            raise StartupError(f"cannot consume from [DEFAULT]transport_url: "
+            raise ServiceError(f"cannot consume from [DEFAULT]transport_url: "
                                f"{result['error']}")
         self.transport, self.server = result["transport"], result["server"]
-        return not self.stopping
-
-    def _wait_wakeup(self, timeout: float | None) -> None:
-        with contextlib.suppress(InterruptedError):
-            select.select([self._wake_r], [], [], timeout)
-        with contextlib.suppress(BlockingIOError):
-            while os.read(self._wake_r, 64):
-                pass
+        return not self.life.stopping
 
     def _load_service(self):
         from inspection.processing.service import InspectionService  # noqa: PLC0415
@@ -175,22 +149,12 @@ class Worker:
         try:
             return InspectionService.from_conf(self.conf, engine=self.engine)
         except config.ConfigError as exc:
-            raise StartupError(str(exc), 2) from None
+            raise ServiceError(str(exc), 2) from None
         except DatabaseError as exc:
-            raise StartupError(str(exc)) from None
-
-    def run_loop(self) -> None:
-        """Sleep until a stop signal, pinging the systemd watchdog if asked to."""
-        while not self.stopping:
-            self._wait_wakeup(systemd.watchdog_interval())
-            if not self.stopping:
-                systemd.notify("WATCHDOG=1")
+            raise ServiceError(str(exc)) from None
 
     def shutdown(self) -> None:
         """Stop consuming (in-flight inspections finish), stop the timeout task, disconnect."""
-        systemd.notify("STOPPING=1")
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, signal.SIG_IGN)
         if self.server is not None:
             from inspection.worker import rpc  # noqa: PLC0415
 
@@ -218,28 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = config.files_or_default(args.config_file, args.config_dir, DEFAULT_CONFIG)
     conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
     inspection_conf.register_opts(conf)
-    worker = Worker(conf)
-    worker.install_signal_handlers()
-    try:
-        try:
-            config.load(conf, files, args.config_dir)
-        except config.ConfigError as exc:
-            LOG.critical("Configuration error: %s", exc)
-            return 2
-        worker.start()
-        if worker.stopping:
-            return 0
-        systemd.notify("READY=1", f"STATUS=consuming as {conf.host}")
-        LOG.info("Ready")
-        worker.run_loop()
-        LOG.info("Stopping on signal")
-        return 0
-    except StartupError as exc:
-        LOG.critical("%s", exc)
-        return exc.exit_code
-    finally:
-        worker.shutdown()
-
+    life = lifecycle.Lifecycle()
+    life.install_signal_handlers()
+    worker = Worker(conf, life)
+    return lifecycle.run(LOG, life, load=lambda: config.load(conf, files, args.config_dir),
+                         start=worker.start, serve=life.idle, shutdown=worker.shutdown)
 
 if __name__ == "__main__":
     sys.exit(main())
