@@ -3,7 +3,7 @@
 Runs INSIDE the baseline venv (it needs Ironic's models): the schema is made by Ironic's
 ``ironic-dbsync create_schema``, so both filters read a database exactly as Ironic makes it.
 
-    /work/baseline-venv/bin/python bench/datagen.py --db /tmp/x.sqlite --ports 50000
+    .venvs/ironic39/bin/python bench/datagen.py --db /tmp/x.sqlite --ports 50000
 """
 
 import argparse

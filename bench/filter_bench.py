@@ -6,7 +6,7 @@ alternating on the same file: first sync, steady syncs with no change, and syncs
 nodes changed state (the same changes for both). Then the real ironic-pxe-filter daemon runs
 on the same database for broadcast latency through RabbitMQ and peak RSS.
 
-    /work/venv/bin/python bench/filter_bench.py --sizes 10000,50000,100000
+    .venv/bin/python bench/filter_bench.py --sizes 10000,50000,100000
 """
 
 import argparse
@@ -24,7 +24,7 @@ import time
 import daemon_bench
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_BASELINE = os.environ.get("BASELINE_PYTHON", "/work/baseline-venv/bin/python")
+DEFAULT_BASELINE = os.environ.get("BASELINE_PYTHON", ".venvs/ironic39/bin/python")
 INSPECTION = ("inspect wait", "inspecting")
 
 

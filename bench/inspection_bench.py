@@ -10,8 +10,8 @@ conductor path in ``bench/ironic_processing_baseline.py`` (baseline venv, same d
 Ironic's lookup). Nothing of Ironic is copied: it is imported from its venv. Not a test:
 nothing here asserts a timing.
 
-    /work/venv/bin/python bench/inspection_bench.py [--nodes 10000] [--repeat 200]
-        [--rules 50] [--baseline-python /work/baseline-venv/bin/python] [--output F.json]
+    .venv/bin/python bench/inspection_bench.py [--nodes 10000] [--repeat 200]
+        [--rules 50] [--baseline-python .venvs/ironic39/bin/python] [--output F.json]
 """
 
 import argparse
@@ -306,7 +306,7 @@ def main() -> None:
     parser.add_argument("--rules", type=int, default=50)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--baseline-python", default=os.environ.get(
-        "BASELINE_PYTHON", "/work/baseline-venv/bin/python"))
+        "BASELINE_PYTHON", ".venvs/ironic39/bin/python"))
     parser.add_argument("--workdir")
     parser.add_argument("--output")
     parser.add_argument("--ironic-worker", action="store_true", help=argparse.SUPPRESS)

@@ -4,7 +4,7 @@ Calls ``PXEFilterManager._sync`` (one iteration of Ironic's periodic full-sync l
 nodes on inspection and every port through Ironic's DB API, then ``dnsmasq.sync``) on the
 given database and hostsdir. Nothing of Ironic is copied; it is imported from the venv.
 
-    /work/baseline-venv/bin/python bench/ironic_filter_baseline.py --db F --hostsdir D
+    .venvs/ironic39/bin/python bench/ironic_filter_baseline.py --db F --hostsdir D
 """
 
 import argparse

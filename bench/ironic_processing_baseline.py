@@ -16,7 +16,7 @@ The node uses the ``fake-hardware`` type (``fake`` power and management, ``no-fi
 unmanaged inspection), so no BMC is contacted. Between runs the node is put back in
 ``inspect wait`` (powered on, ``extra``/``properties``/traits emptied, BMC cache restored).
 
-    /work/baseline-venv/bin/python bench/ironic_processing_baseline.py --inventory F.json
+    .venvs/ironic39/bin/python bench/ironic_processing_baseline.py --inventory F.json
         --rules rules.json [--db ironic.sqlite] [--workdir DIR] [--runs 20]
 
 Prints one JSON object on the last line of stdout. ``--db`` reuses a database made by

@@ -2,7 +2,7 @@
 
 Runs in the project venv; same protocol as ironic_filter_baseline.py, same database.
 
-    /work/venv/bin/python bench/our_filter_worker.py --db F --hostsdir D
+    .venv/bin/python bench/our_filter_worker.py --db F --hostsdir D
 """
 
 import argparse

@@ -1,6 +1,6 @@
 """Plot filter_bench.py's JSON results to a PNG (matplotlib: bench venv only, not a project dep).
 
-    /work/bench-venv/bin/python bench/plot.py bench-results.json docs/img/pxe_filter_bench.png
+    .venvs/plot/bin/python bench/plot.py bench-results.json docs/img/pxe_filter_bench.png
 """
 
 import json

@@ -5,7 +5,7 @@ string comparisons, no phases/scopes/loops) and the same inventories. Ironic's e
 subprocess of its own virtualenv; we time only rule evaluation and actions for both (not
 Ironic's per-inspection database query or built-in YAML re-read, which would only slow it).
 
-    /work/venv/bin/python bench/rules_bench.py [--baseline-python /work/baseline-venv/bin/python]
+    .venv/bin/python bench/rules_bench.py [--baseline-python .venvs/ironic39/bin/python]
 """
 
 import argparse
@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument("--inventories", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs")
-    parser.add_argument("--baseline-python", default="/work/baseline-venv/bin/python")
+    parser.add_argument("--baseline-python", default=".venvs/ironic39/bin/python")
     parser.add_argument("--baseline-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline_worker:

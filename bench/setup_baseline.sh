@@ -4,8 +4,8 @@
 #   - the plotting venv with matplotlib (never a project dependency).
 # Usage: bench/setup_baseline.sh [BASELINE_VENV] [PLOT_VENV]
 set -eu
-BASELINE_VENV=${1:-/work/baseline-venv}
-PLOT_VENV=${2:-/work/bench-venv}
+BASELINE_VENV=${1:-.venvs/ironic39}
+PLOT_VENV=${2:-.venvs/plot}
 PYTHON=${PYTHON:-python3}
 
 if ! "$BASELINE_VENV/bin/python" -c 'import ironic.pxe_filter.service' 2>/dev/null; then

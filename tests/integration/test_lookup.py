@@ -1,4 +1,4 @@
-"""Lookup against real databases: every row of FACTS.md's lookup outcome table, and more."""
+"""Lookup against real databases: every row of Ironic's own lookup outcome table, and more."""
 
 import logging
 import uuid

@@ -5,7 +5,7 @@ never leaves these namespaces) with the server end of every veth pair enslaved; 
 ``br0``. The client namespace holds the other ends (``cli0``, ``cli1``...), each with its own
 MAC, for real clients such as busybox udhcpc; :class:`tests.support.dhcp_client.DhcpClient`
 asks for arbitrary MACs from ``cli0`` without creating interfaces. TX checksum offload is
-off on every veth end, or clients drop the replies (FACTS.md).
+off on every veth end, or clients drop the replies.
 
 Names carry the creating process id and a random suffix, so parallel sessions never collide,
 and :func:`sweep_stale` removes what a killed session left behind.

@@ -1,4 +1,4 @@
-"""BMC address extraction and resolution (FACTS.md's BMC cache examples) and reported values."""
+"""BMC address extraction and resolution (Ironic's BMC cache examples) and reported values."""
 
 import pytest
 
