@@ -27,6 +27,21 @@ pxe_filter_opts = [
                      "followed at once by a dnsmasq reload (dnsmasq forgets a deleted file "
                      "only on SIGHUP), so it needs [dnsmasq]control; without one it is "
                      "ignored with a warning."),
+    cfg.BoolOpt("ironic_notifications", default=False,
+                help="Follow Ironic's versioned notifications (Ironic: [DEFAULT]"
+                     "notification_level = info, [oslo_messaging_notifications]driver = "
+                     "messagingv2): every node or port change applies within milliseconds "
+                     "instead of at the next sync. Reads from [oslo_messaging_notifications]"
+                     "transport_url, else [DEFAULT]transport_url (RabbitMQ)."),
+    cfg.ListOpt("notification_topics", default=["ironic_versioned_notifications"],
+                help="Ironic's versioned notification topics (Ironic: "
+                     "[oslo_messaging_notifications]versioned_notifications_topics)."),
+    cfg.IntOpt("notification_queue_expires", default=600, min=5,
+               help="Seconds after which RabbitMQ deletes this daemon's notification queue "
+                    "once nothing consumes it (a stopped daemon leaves nothing that grows)."),
+    cfg.IntOpt("notification_queue_max_length", default=10000, min=100,
+               help="Most notifications the queue keeps while the daemon is away; older ones "
+                    "are dropped (the first sync after a restart covers them)."),
     cfg.StrOpt("state_file",
                help="Where the daemon writes its figures (JSON, atomically) after every "
                     "sync, broadcast and repair; read by 'ironic-pxe-filter status'. "

@@ -28,7 +28,9 @@ from pxe_filter.common.database import DatabaseError, check_connection, engine_f
 from pxe_filter.common.lifecycle import EXIT_OK, EXIT_RUNTIME, Lifecycle
 from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
+from pxe_filter.follower import NotificationFollower
 from pxe_filter.healing import SelfHealer
+from pxe_filter.notification_listener import NotificationListener
 from pxe_filter.selfheal import HostsdirWatcher
 from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import BroadcastResult, FilterSync, SyncResult
@@ -95,6 +97,13 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
         hostsdir = check_hostsdir(conf.pxe_filter.dhcp_hostsdir)
         state_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
         transport_url = None if once else messaging.configured_transport_url(conf)
+        notification_url = None
+        if conf.pxe_filter.ironic_notifications and not once:
+            notification_url = messaging.configured_notification_url(conf)
+            if not notification_url:
+                raise FatalConfigError(
+                    "[pxe_filter]ironic_notifications = true needs Ironic's message bus: set "
+                    "[oslo_messaging_notifications]transport_url (or [DEFAULT]transport_url)")
     except (cfg.Error, ValueError) as exc:
         raise FatalConfigError(f"invalid configuration: {exc}") from None
     check_sqlite_file(conf.database.connection)
@@ -132,10 +141,25 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
         source.close()
         raise FatalConfigError(str(exc)) from None
     status = state.StatusRecorder(state_path, hostsdir, sync.figures, control.describe)
+    follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces)
+    if notification_url:
+        try:
+            notification_listener = NotificationListener(
+                notification_url, conf.host, list(conf.pxe_filter.notification_topics),
+                follower.handle, expires=conf.pxe_filter.notification_queue_expires,
+                max_length=conf.pxe_filter.notification_queue_max_length)
+        except ValueError as exc:
+            source.close()
+            raise FatalConfigError(f"[oslo_messaging_notifications]transport_url: "
+                                   f"{exc}") from None
+        status.notification_counts = lambda: dict(follower.counts)
+    else:
+        notification_listener = _NoListener()
     if transport_url:
         from pxe_filter import rpc  # noqa: PLC0415 - oslo.messaging only when configured
 
-        listener = rpc.BroadcastListener(transport_url, conf.host, sync)
+        listener = rpc.BroadcastListener(transport_url, conf.host, sync,
+                                         after=lambda: _follow_unknown(source, sync))
     else:
         listener = _NoListener()
     lock = HostsdirLock(hostsdir)
@@ -146,7 +170,18 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
         raise
     warn_conflicts(options.discovery_enabled, options.deny_unknown_macs)
     return Daemon(conf, lifecycle, options, sync=sync, source=source, control=control,
-                  status=status, listener=listener, lock=lock, once=once)
+                  status=status, listener=listener, lock=lock, once=once,
+                  follower=follower if notification_url else None,
+                  notification_listener=notification_listener)
+
+
+def _follow_unknown(source: DatabaseSource, sync: FilterSync) -> None:
+    """After a broadcast: serve unknown MACs iff a node is on inspection now."""
+    try:
+        sync.follow_unknown(source.any_served(sync.supported_interfaces))
+    except DatabaseError as exc:
+        LOG.warning("Unknown-MAC policy not re-checked after a broadcast: %s; the next sync "
+                    "will", exc)
 
 
 class Daemon:
@@ -155,7 +190,8 @@ class Daemon:
     def __init__(self, conf: cfg.ConfigOpts, lifecycle: Lifecycle, options: Options, *,
                  sync: FilterSync, source: DatabaseSource, control: Control,
                  status: state.StatusRecorder, listener, lock: HostsdirLock,
-                 once: bool = False) -> None:
+                 once: bool = False, follower: NotificationFollower | None = None,
+                 notification_listener=None) -> None:
         self.conf = conf
         self.lifecycle = lifecycle
         self.options = options
@@ -164,6 +200,9 @@ class Daemon:
         self.control = control
         self.status = status
         self.listener = listener
+        #: Follows Ironic's notifications when [pxe_filter]ironic_notifications is on.
+        self.follower = follower
+        self.notification_listener = notification_listener or _NoListener()
         self.once = once
         self._warned_purge = False
         sync.on_broadcast = self._after_broadcast
@@ -206,6 +245,7 @@ class Daemon:
         self._start_dnsmasq()
         if not self.lifecycle.stopping:
             self._start_listener()
+            self.notification_listener.start()
         return (f"{result.allowed} MAC(s) allowed, {result.denied} denied, unknown "
                 f"{'allowed' if result.unknown_allowed else 'denied'}")
 
@@ -282,6 +322,11 @@ class Daemon:
             LOG.error("Purge failed: %s", exc.strerror or exc)
 
     def _after_sync(self, result: SyncResult, first: bool = False) -> None:
+        if self.follower is not None:
+            try:
+                self.follower.reload()  # which MACs are served for which node, as synced
+            except DatabaseError as exc:
+                LOG.warning("Served ports not re-read for notifications: %s", exc)
         self._purge_stale(result)
         if not first and result.written > self._threshold():
             self._reload_dnsmasq(f"a sync rewrote {result.written} files")
@@ -374,6 +419,7 @@ class Daemon:
 
     def shutdown(self) -> None:
         """Stop serving broadcasts and watching, stop a dnsmasq we run, release the lock."""
+        self.notification_listener.stop()
         self.listener.stop()
         self.watcher.stop()
         self.control.stop()

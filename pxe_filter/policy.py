@@ -78,9 +78,17 @@ def compute_split(allow: set, deny: set, any_inspecting: bool, *, discovery_enab
     allow, bad_allow = _normalise(allow)
     deny, bad_deny = _normalise(deny)
     allow -= deny
-    unknown = (discovery_enabled or any_inspecting) and not deny_unknown_macs
+    unknown = unknown_allowed(any_inspecting, discovery_enabled=discovery_enabled,
+                              deny_unknown_macs=deny_unknown_macs)
     return DesiredState(allow=allow, deny=deny, unknown_allowed=unknown,
                         invalid=bad_allow + bad_deny)
+
+
+def unknown_allowed(any_served: bool, *, discovery_enabled: bool,
+                    deny_unknown_macs: bool) -> bool:
+    """Whether MACs of no port are served: with auto-discovery, or while a node's ports are
+    served (Ironic's active inspection), unless ``deny_unknown_macs``."""
+    return (discovery_enabled or any_served) and not deny_unknown_macs
 
 
 def _all_canonical(values: set) -> bool:

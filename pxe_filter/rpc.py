@@ -5,6 +5,7 @@ thread pool; :class:`pxe_filter.sync.FilterSync` serialises them with the period
 """
 
 import logging
+from collections.abc import Callable
 
 from pxe_filter import broadcast
 from pxe_filter.common import messaging as common_messaging
@@ -21,8 +22,9 @@ class FilterEndpoint:
 
     target = messaging.Target(version=broadcast.VERSION)
 
-    def __init__(self, sync: FilterSync) -> None:
+    def __init__(self, sync: FilterSync, after: Callable[[], None] = lambda: None) -> None:
         self.sync = sync
+        self.after = after
 
     @messaging.expose
     def update_pxe_filters(self, context, allow=None, deny=None, **kwargs) -> None:
@@ -32,6 +34,7 @@ class FilterEndpoint:
                         ", ".join(sorted(kwargs)))
         try:
             self.sync.apply_broadcast(allow=allow, deny=deny)
+            self.after()
         except Exception:
             # The next full sync repairs whatever this broadcast could not write.
             LOG.exception("Broadcast could not be applied; the next full sync will catch up")
@@ -40,15 +43,16 @@ class FilterEndpoint:
 class BroadcastListener:
     """Consumes broadcasts for ``host`` once started; does nothing without a ``url``."""
 
-    def __init__(self, url: str | None, host: str, sync: FilterSync) -> None:
-        self.url, self.host, self.sync = url, host, sync
+    def __init__(self, url: str | None, host: str, sync: FilterSync,
+                 after: Callable[[], None] = lambda: None) -> None:
+        self.url, self.host, self.sync, self.after = url, host, sync, after
         self._server = None
 
     def start(self) -> None:
         """Connect and consume; raises whatever the driver raises."""
         if self.url:
             transport = common_messaging.get_transport(self.url)
-            self._server = start_server(transport, self.host, self.sync)
+            self._server = start_server(transport, self.host, self.sync, self.after)
 
     def stop(self) -> None:
         """Stop consuming (in-flight broadcasts finish); never raises."""
@@ -60,10 +64,12 @@ class BroadcastListener:
             self._server = None
 
 
-def start_server(transport, host: str, sync: FilterSync):
-    """Start consuming broadcasts for ``host``; returns the running server."""
+def start_server(transport, host: str, sync: FilterSync,
+                 after: Callable[[], None] = lambda: None):
+    """Start consuming broadcasts for ``host``; returns the running server. ``after`` runs
+    after each applied broadcast (the daemon re-checks the unknown-MAC wildcard)."""
     return common_messaging.start_rpc_server(transport, broadcast.target(server=host),
-                                             [FilterEndpoint(sync)])
+                                             [FilterEndpoint(sync, after)])
 
 
 def stop_server(server) -> None:

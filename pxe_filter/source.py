@@ -6,7 +6,8 @@ the daemon also runs against a database created and owned by Ironic; :class:`Mem
 holds them in memory for tests and tools.
 """
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -14,9 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from pxe_filter.common.database import DatabaseError, describe_url, error_reason
-from pxe_filter.policy import INSPECTION_STATES, nodes_on_inspection
+from pxe_filter.policy import INSPECTION_STATES, nodes_on_inspection, pxe_allowed
 
-_nodes = sa.table("nodes", sa.column("id"), sa.column("provision_state"),
+_nodes = sa.table("nodes", sa.column("id"), sa.column("uuid"), sa.column("provision_state"),
                   sa.column("inspect_interface"))
 _ports = sa.table("ports", sa.column("address"), sa.column("node_id"))
 
@@ -39,11 +40,33 @@ class Snapshot:
     others: set[str | None] = field(default_factory=set)
 
 
+@dataclass(frozen=True)
+class NodeRow:
+    """One node as the policy sees it, with its ports' raw addresses."""
+
+    uuid: str
+    provision_state: str | None
+    inspect_interface: str | None
+    addresses: tuple[str, ...] = ()
+
+
 class Source(Protocol):
     """What the filter reads its desired state from."""
 
     def read_snapshot(self, supported_interfaces: Collection[str]) -> Snapshot:
         """Nodes on inspection and every port's address; raises DatabaseError."""
+        ...
+
+    def read_node(self, uuid: str) -> NodeRow | None:
+        """One node and its ports' addresses (None if it does not exist); DatabaseError."""
+        ...
+
+    def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
+        """The nodes whose ports are served, with their addresses; DatabaseError."""
+        ...
+
+    def any_served(self, supported_interfaces: Collection[str]) -> bool:
+        """Whether any node's ports are served (unknown MACs then are); DatabaseError."""
         ...
 
     def describe(self) -> str:
@@ -65,6 +88,43 @@ class DatabaseSource:
         """The database URL, password hidden."""
         return describe_url(self.engine.url)
 
+    def read_node(self, uuid: str) -> NodeRow | None:
+        """One node and its ports' addresses (two indexed lookups); DatabaseError."""
+        with _reading(self.engine) as conn:
+            row = conn.execute(sa.select(_nodes.c.id, _nodes.c.provision_state,
+                                         _nodes.c.inspect_interface)
+                               .where(_nodes.c.uuid == uuid)).first()
+            if row is None:
+                return None
+            addresses = conn.execute(sa.select(_ports.c.address)
+                                     .where(_ports.c.node_id == row[0])).scalars().all()
+        return NodeRow(uuid, row[1], row[2], tuple(a for a in addresses if a))
+
+    def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
+        """Nodes on inspection with a supported interface, and their ports; DatabaseError."""
+        query = (sa.select(_nodes.c.uuid, _nodes.c.provision_state, _nodes.c.inspect_interface,
+                           _ports.c.address)
+                 .select_from(_nodes.outerjoin(_ports, _ports.c.node_id == _nodes.c.id))
+                 .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES))))
+        found: dict[str, NodeRow] = {}
+        with _reading(self.engine) as conn:
+            for uuid, state, interface, address in conn.execute(query):
+                if not pxe_allowed(state, interface, supported_interfaces):
+                    continue
+                row = found.get(uuid) or NodeRow(uuid, state, interface)
+                found[uuid] = NodeRow(uuid, state, interface,
+                                      row.addresses + ((address,) if address else ()))
+        return list(found.values())
+
+    def any_served(self, supported_interfaces: Collection[str]) -> bool:
+        """One indexed probe: a node on inspection with a supported interface exists."""
+        query = (sa.select(_nodes.c.id)
+                 .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES)),
+                        _nodes.c.inspect_interface.in_(sorted(supported_interfaces)))
+                 .limit(1))
+        with _reading(self.engine) as conn:
+            return conn.execute(query).first() is not None
+
     def close(self) -> None:
         """Release the engine's connections."""
         self.engine.dispose()
@@ -72,12 +132,33 @@ class DatabaseSource:
 
 class MemorySource:
     """Nodes and ports held in memory: ``nodes`` maps id -> (provision_state,
-    inspect_interface); ``ports`` lists (address, node_id)."""
+    inspect_interface); ``ports`` lists (address, node_id); a node's UUID is ``f"node-{id}"``."""
 
     def __init__(self, nodes: dict[int, tuple[str | None, str | None]] | None = None,
                  ports: Iterable[tuple[str | None, int | None]] = ()) -> None:
         self.nodes = dict(nodes or {})
         self.ports = list(ports)
+
+    def read_node(self, uuid: str) -> NodeRow | None:
+        """One node and its ports' addresses."""
+        node_id = int(uuid.removeprefix("node-")) if uuid.startswith("node-") else None
+        if node_id not in self.nodes:
+            return None
+        state, interface = self.nodes[node_id]
+        return NodeRow(uuid, state, interface,
+                       tuple(a for a, n in self.ports if n == node_id and a))
+
+    def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
+        """The nodes whose ports are served."""
+        rows = (self.read_node(f"node-{node_id}") for node_id in self.nodes)
+        return [row for row in rows if row is not None
+                and pxe_allowed(row.provision_state, row.inspect_interface,
+                                supported_interfaces)]
+
+    def any_served(self, supported_interfaces: Collection[str]) -> bool:
+        """Whether any node's ports are served."""
+        return any(pxe_allowed(state, interface, supported_interfaces)
+                   for state, interface in self.nodes.values())
 
     def read_snapshot(self, supported_interfaces: Collection[str]) -> Snapshot:
         """The same split as the database source makes."""
@@ -91,6 +172,17 @@ class MemorySource:
     def describe(self) -> str:
         """A fixed name."""
         return "memory"
+
+
+@contextmanager
+def _reading(engine: Engine) -> Iterator[sa.Connection]:
+    """A connection for a narrow read; driver errors become one-line DatabaseErrors."""
+    try:
+        with engine.connect() as conn:
+            yield conn
+    except (sa.exc.SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as exc:
+        raise DatabaseError(f"cannot read nodes and ports from {describe_url(engine.url)}: "
+                            f"{error_reason(exc)}") from None
 
 
 def read_snapshot(engine: Engine, supported_interfaces: Collection[str]) -> Snapshot:

@@ -37,6 +37,8 @@ class StatusRecorder:
         self.path = path
         self._figures = figures
         self._dnsmasq = dnsmasq
+        #: Counts of Ironic notifications (received, applied, ignored: why), when followed.
+        self.notification_counts: Callable[[], dict[str, int]] | None = None
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()  # one writer of the temporary file at a time
         self._warned = False
@@ -125,6 +127,8 @@ class StatusRecorder:
                     updated_epoch=round(time.time(), 3),
                     wildcard=None if unknown is None else ("allow" if unknown else "deny"))
         data["dnsmasq"] = {**dnsmasq, **data.pop("dnsmasq_events")}
+        if self.notification_counts is not None:
+            data["notifications"] = dict(sorted(self.notification_counts().items()))
         return data
 
     def write(self) -> None:

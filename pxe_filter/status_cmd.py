@@ -90,6 +90,10 @@ def render_human(data: dict, verdict: str) -> str:
                if key in dnsmasq]
     if details:
         lines.append(_line("dnsmasq", ", ".join(details)))
+    notes = data.get("notifications")
+    if notes is not None:
+        lines.append(_line("notifications", ", ".join(f"{count} {what}" for what, count
+                                                       in notes.items()) or "none yet"))
     lines.append(_line("updated", data.get("updated_at")))
     return "\n".join(lines)
 

@@ -79,6 +79,7 @@ class FilterSync:
         self._sync_lock = threading.Lock()  # one full sync at a time (snapshot order)
         self._seq = 0
         self._broadcasts: dict[str, tuple[int, bool]] = {}  # MAC -> (seq, allow)
+        self._unknown: tuple[int, bool] | None = None  # (seq, allowed) set between syncs
         self._syncs = 0
         self._reread_pending = False
         #: Called with every BroadcastResult, outside the lock (status, threshold reload).
@@ -164,6 +165,12 @@ class FilterSync:
 
     def _merge_broadcasts(self, desired: policy.DesiredState, snapshot_seq: int) -> int:
         """Overlay broadcasts newer than the snapshot; forget the older ones."""
+        if self._unknown is not None:
+            seq, allowed = self._unknown
+            if seq > snapshot_seq:
+                desired.unknown_allowed = allowed
+            else:
+                self._unknown = None
         kept = 0
         for mac, (seq, allow) in list(self._broadcasts.items()):
             if seq > snapshot_seq:
@@ -174,7 +181,8 @@ class FilterSync:
         return kept
 
     def apply_broadcast(self, allow: Iterable[object] | None = None,
-                        deny: Iterable[object] | None = None) -> BroadcastResult:
+                        deny: Iterable[object] | None = None,
+                        origin: str = "Broadcast") -> BroadcastResult:
         """Validate and normalise the MACs, then write their files; a MAC in both is denied.
 
         Invalid entries (and a non-list argument) are logged, counted in ``rejected`` and
@@ -203,15 +211,33 @@ class FilterSync:
         result.denied = len(wanted) - result.allowed
         result.written, result.failed = report.written, report.failed
         if wanted or result.rejected:
-            LOG.info("Broadcast applied: %d allowed, %d denied, %d rejected; %d file(s) "
-                     "written, %d failed", result.allowed, result.denied, result.rejected,
-                     result.written, result.failed)
+            LOG.info("%s applied: %d allowed, %d denied, %d rejected; %d file(s) "
+                     "written, %d failed", origin, result.allowed, result.denied,
+                     result.rejected, result.written, result.failed)
             LOG.debug("Broadcast allowed %s, denied %s",
                       sorted(m for m, a in wanted.items() if a),
                       sorted(m for m, a in wanted.items() if not a))
         if self.on_broadcast is not None:
             self.on_broadcast(result)
         return result
+
+    def follow_unknown(self, any_served: bool) -> bool:
+        """Between syncs: serve unknown MACs iff the policy says so now that ``any_served``
+        (a node's ports are served) changed; True if the wildcard file was rewritten."""
+        with self._lock:
+            if self.desired is None:
+                return False
+            allowed = policy.unknown_allowed(any_served, discovery_enabled=self.discovery_enabled,
+                                             deny_unknown_macs=self.deny_unknown_macs)
+            self._seq += 1
+            self._unknown = (self._seq, allowed)
+            if allowed == self.desired.unknown_allowed:
+                return False
+            self.desired.unknown_allowed = allowed
+            self.hostsdir.write_all([(WILDCARD, WILDCARD_MAC, allowed)])
+        LOG.info("Unknown MACs now %s: %s", "allowed" if allowed else "denied",
+                 "a node is on inspection" if any_served else "no node is on inspection")
+        return True
 
     def figures(self) -> tuple[int, int, bool | None]:
         """(allowed, denied, unknown allowed) of the held policy (None before a sync)."""

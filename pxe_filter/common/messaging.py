@@ -57,6 +57,24 @@ def configured_transport_url(conf: cfg.ConfigOpts) -> str | None:
     return conf.transport_url or None
 
 
+def configured_notification_url(conf: cfg.ConfigOpts) -> str | None:
+    """``[oslo_messaging_notifications]transport_url``, else ``[DEFAULT]transport_url``,
+    else None (neither was set by the operator)."""
+    oslo_messaging_module()
+    from oslo_messaging import opts as om_opts  # noqa: PLC0415 - after backend selection
+
+    for group, opts in om_opts.list_opts():
+        if group == "oslo_messaging_notifications":
+            conf.register_opts([opt for opt in opts if opt.name == "transport_url"],
+                               group=group)
+    location = conf.get_location("transport_url", "oslo_messaging_notifications")
+    if location is not None and location.location != cfg.Locations.opt_default:
+        url = conf.oslo_messaging_notifications.transport_url
+        if url:
+            return url
+    return configured_transport_url(conf)
+
+
 def start_rpc_server(transport, target, endpoints: list):
     """Start an RPC server that exposes only the endpoints' ``@expose``d methods."""
     messaging = oslo_messaging_module()

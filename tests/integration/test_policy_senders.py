@@ -85,3 +85,27 @@ def test_inspection_start_of_unsupported_interface_node_keeps_it_denied(setup):
     # A deny is broadcast (the policy refuses redfish): the file appears as a deny, never
     # as an allow that the next sync would have to take back.
     wait_for(hostsdir / NEW_REDFISH, f"{NEW_REDFISH},ignore\n")
+
+
+def test_wildcard_follows_our_broadcasts_at_once(tmp_path, sqlite_url, rabbit_url):
+    migration.upgrade(create_engine(sqlite_url))
+    api = Api(api_conf(tmp_path, sqlite_url, DEFAULT={"transport_url": rabbit_url}))
+    node = add_node(api.context.engine, state="manageable", macs=[NEW_AGENT],
+                    inspect_interface="agent")
+    hostsdir = tmp_path / "hosts"
+    hostsdir.mkdir()
+    daemon = start_filter(tmp_path, sqlite_url, hostsdir, transport_url=rabbit_url,
+                          extra_conf={"pxe_filter": {"sync_period": FAR}})
+    try:
+        daemon.wait_ready(30)
+        wait_for(hostsdir / "unknown_hosts_filter", "*:*:*:*:*:*,ignore\n")
+        path = f"/v1/nodes/{node['uuid']}/states/provision"
+        assert api.client.put(path, json={"target": "inspect"}).status_code == 202
+        wait_for(hostsdir / NEW_AGENT, f"{NEW_AGENT}\n")
+        wait_for(hostsdir / "unknown_hosts_filter", "*:*:*:*:*:*\n")
+        assert api.client.put(path, json={"target": "abort"}).status_code == 202
+        wait_for(hostsdir / "unknown_hosts_filter", "*:*:*:*:*:*,ignore\n")
+    finally:
+        daemon.signal(signal.SIGTERM)
+        assert daemon.stop() == 0, daemon.log_text()
+        api.close()

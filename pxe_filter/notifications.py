@@ -1,0 +1,103 @@
+"""Ironic's versioned notifications, read as untrusted input: which node may have changed.
+
+Only the node matters: whatever a payload says about states or ports, the follower re-reads
+that node from the database (:mod:`pxe_filter.follower`), so a notification can never make
+the files say something the database does not. Anything that is not a well-formed Ironic
+notification raises :class:`Malformed` with a short reason, for one summary log line.
+"""
+
+import json
+import re
+from dataclasses import dataclass
+
+#: Largest message accepted; Ironic's node payloads are a few kB.
+MAX_MESSAGE_BYTES = 256 * 1024
+
+#: Every provision_set notification (start, end, success, error) follows a saved state change.
+PROVISION_EVENTS = "baremetal.node.provision_set."
+#: Create, update and delete count once done (``.end``): the row is saved then.
+NODE_EVENTS = ("baremetal.node.create.", "baremetal.node.update.", "baremetal.node.delete.")
+PORT_EVENTS = ("baremetal.port.create.", "baremetal.port.update.", "baremetal.port.delete.")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                   r"[0-9a-fA-F]{12}")
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?")
+
+
+class Malformed(ValueError):
+    """Not a usable Ironic notification; ``str()`` is the reason (no payload content)."""
+
+
+@dataclass(frozen=True)
+class NodeChanged:
+    """A notification saying node ``node_uuid`` may serve other MACs now."""
+
+    event_type: str
+    node_uuid: str
+    timestamp: str
+    message_id: str
+
+
+def relevant(event_type: str) -> bool:
+    """Whether this event type can change the policy (the others are counted and dropped)."""
+    if event_type.startswith(PROVISION_EVENTS):
+        return True
+    return event_type.startswith(NODE_EVENTS + PORT_EVENTS) and event_type.endswith(".end")
+
+
+def parse(body: object) -> NodeChanged | None:
+    """The node a message is about; None for events that cannot change the policy.
+
+    ``body`` is the decoded AMQP body: oslo.messaging's envelope ``{"oslo.message": "<json>",
+    "oslo.version": "2.0"}`` or the message itself. Raises :class:`Malformed`.
+    """
+    message = _unwrap(body)
+    event_type = message.get("event_type")
+    if not isinstance(event_type, str) or len(event_type) > 255:
+        raise Malformed("no event_type")
+    if not relevant(event_type):
+        return None
+    payload = message.get("payload")
+    data = payload.get("ironic_object.data") if isinstance(payload, dict) else None
+    if not isinstance(data, dict):
+        raise Malformed(f"{event_type}: payload has no ironic_object.data object")
+    field = "node_uuid" if event_type.startswith(PORT_EVENTS) else "uuid"
+    node_uuid = data.get(field)
+    if not isinstance(node_uuid, str) or not _UUID.fullmatch(node_uuid):
+        raise Malformed(f"{event_type}: {field} is not a UUID")
+    timestamp = message.get("timestamp")
+    if not isinstance(timestamp, str) or not _TIMESTAMP.fullmatch(timestamp):
+        raise Malformed(f"{event_type}: timestamp missing or not a date and time")
+    message_id = message.get("message_id")
+    return NodeChanged(event_type, node_uuid.lower(), timestamp.replace("T", " "),
+                       message_id if isinstance(message_id, str) else "")
+
+
+def _unwrap(body: object) -> dict:
+    if isinstance(body, (bytes, bytearray)):
+        if len(body) > MAX_MESSAGE_BYTES:
+            raise Malformed(f"message over {MAX_MESSAGE_BYTES} bytes")
+        body = _loads(body)
+    if isinstance(body, str):
+        if len(body) > MAX_MESSAGE_BYTES:
+            raise Malformed(f"message over {MAX_MESSAGE_BYTES} bytes")
+        body = _loads(body)
+    if not isinstance(body, dict):
+        raise Malformed("message is not a JSON object")
+    inner = body.get("oslo.message")
+    if inner is None:
+        return body
+    if not isinstance(inner, str):
+        raise Malformed("oslo.message is not a JSON string")
+    if len(inner) > MAX_MESSAGE_BYTES:
+        raise Malformed(f"message over {MAX_MESSAGE_BYTES} bytes")
+    message = _loads(inner)
+    if not isinstance(message, dict):
+        raise Malformed("oslo.message is not a JSON object")
+    return message
+
+
+def _loads(text: str | bytes | bytearray) -> object:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise Malformed("message is not valid JSON") from None
