@@ -19,6 +19,7 @@ from pxe_filter.common import messaging
 from pxe_filter.common.database import create_engine
 from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import FilterSync
+from tests.support import files
 from tests.support.daemon import filter_command, start_filter
 
 DENIED, ALLOWED, OTHER = "52:54:00:cc:00:01", "52:54:00:cc:00:02", "52:54:00:cc:00:09"
@@ -34,20 +35,9 @@ def deny(mac):
     return f"{mac},ignore\n"
 
 
-def read(path: Path):
-    try:
-        return path.read_text()
-    except (FileNotFoundError, IsADirectoryError):
-        return None
-
-
 def time_until(path: Path, expected: str, timeout: float = 2.0) -> float:
     """Seconds until ``path`` holds ``expected`` (polled every 0.5 ms)."""
-    start = time.perf_counter()
-    while read(path) != expected:
-        assert time.perf_counter() - start < timeout, f"{path}: {read(path)!r}"
-        time.sleep(0.0005)
-    return time.perf_counter() - start
+    return files.time_until(path, expected, timeout)
 
 
 @pytest.fixture
@@ -88,8 +78,8 @@ def status(config: Path, *extra: str) -> subprocess.CompletedProcess:
 
 
 def test_foreign_changes_are_put_back_within_100ms(daemon, hostsdir):
-    assert read(hostsdir / ALLOWED) == allow(ALLOWED)
-    assert read(hostsdir / DENIED) == deny(DENIED)
+    assert files.read(hostsdir / ALLOWED) == allow(ALLOWED)
+    assert files.read(hostsdir / DENIED) == deny(DENIED)
     timings = {}
 
     os.unlink(hostsdir / ALLOWED)  # deleted allow: dnsmasq would not notice until SIGHUP
@@ -131,7 +121,7 @@ def test_own_writes_are_not_taken_for_foreign_ones(tmp_path, filter_db, hostsdir
         broadcast.broadcast(transport, allow=macs[:10])
         proc.wait_log("Broadcast applied: 10 allowed, 0 denied")
         time.sleep(0.3)
-        assert all(read(hostsdir / mac) == allow(mac) for mac in macs[:10])
+        assert all(files.read(hostsdir / mac) == allow(mac) for mac in macs[:10])
         assert "by someone else" not in proc.log_text()
 
         result = status(proc.config_path, "--format", "json")
@@ -217,9 +207,9 @@ def test_replaced_hostsdir_without_control_exits_1(tmp_path, filter_db, hostsdir
         in log
     assert "no [dnsmasq]control is configured, so exiting" in log
     # Restored before exiting, so a restart finds it (dnsmasq must be restarted too).
-    assert read(hostsdir / ALLOWED) == allow(ALLOWED)
-    assert read(hostsdir / DENIED) == deny(DENIED)
-    assert read(hostsdir / WILDCARD) == "*:*:*:*:*:*\n"
+    assert files.read(hostsdir / ALLOWED) == allow(ALLOWED)
+    assert files.read(hostsdir / DENIED) == deny(DENIED)
+    assert files.read(hostsdir / WILDCARD) == "*:*:*:*:*:*\n"
     proc.stop()
 
 

@@ -6,7 +6,8 @@ wildcard allowed unknown MACs during inspection) until the next full sync denied
 """
 
 import signal
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,46 +17,45 @@ from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import Api, api_conf
 from tests.integration.node_factory import add_node
 from tests.support.daemon import start_filter
+from tests.support.files import time_until
 
 ON_AGENT = "52:54:00:aa:00:01"
 NEW_REDFISH, NEW_AGENT = "52:54:00:aa:00:02", "52:54:00:aa:00:03"
 FAR = 3600  # sync period out of reach: only broadcasts can change the files
 
 
-def read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return None
+def wait_for(path: Path, expected: str) -> None:
+    time_until(path, expected, timeout=5.0)
 
 
-def wait_for(path: Path, expected: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while read(path) != expected:
-        assert time.monotonic() < deadline, f"{path.name}: {read(path)!r} != {expected!r}"
-        time.sleep(0.005)
-
-
-@pytest.fixture
-def setup(tmp_path, sqlite_url, rabbit_url):
+@contextmanager
+def api_and_filter(tmp_path, sqlite_url, rabbit_url, *nodes: dict) -> Iterator[tuple]:
+    """Our API casting broadcasts and a filter daemon listening, on one SQLite database
+    holding ``nodes`` (add_node arguments); the periodic sync is out of reach."""
     migration.upgrade(create_engine(sqlite_url))
-    conf = api_conf(tmp_path, sqlite_url, DEFAULT={"transport_url": rabbit_url})
-    api = Api(conf)
-    # One node on inspection with a supported interface: unknown MACs are served.
-    add_node(api.context.engine, state="inspect wait", macs=[ON_AGENT],
-             inspect_interface="agent")
+    api = Api(api_conf(tmp_path, sqlite_url, DEFAULT={"transport_url": rabbit_url}))
+    added = [add_node(api.context.engine, **node) for node in nodes]
     hostsdir = tmp_path / "hosts"
     hostsdir.mkdir()
     daemon = start_filter(tmp_path, sqlite_url, hostsdir, transport_url=rabbit_url,
                           extra_conf={"pxe_filter": {"sync_period": FAR}})
     try:
         daemon.wait_ready(30)
-        wait_for(hostsdir / "unknown_hosts_filter", "*:*:*:*:*:*\n")
-        yield api, hostsdir
+        yield api, hostsdir, added
     finally:
         daemon.signal(signal.SIGTERM)
         assert daemon.stop() == 0, daemon.log_text()
         api.close()
+
+
+@pytest.fixture
+def setup(tmp_path, sqlite_url, rabbit_url):
+    # One node on inspection with a supported interface: unknown MACs are served.
+    with api_and_filter(tmp_path, sqlite_url, rabbit_url,
+                        {"state": "inspect wait", "macs": [ON_AGENT],
+                         "inspect_interface": "agent"}) as (api, hostsdir, _):
+        wait_for(hostsdir / "unknown_hosts_filter", "*:*:*:*:*:*\n")
+        yield api, hostsdir
 
 
 def test_new_port_of_unsupported_interface_node_is_denied_at_once(setup):
@@ -88,16 +88,9 @@ def test_inspection_start_of_unsupported_interface_node_keeps_it_denied(setup):
 
 
 def test_wildcard_follows_our_broadcasts_at_once(tmp_path, sqlite_url, rabbit_url):
-    migration.upgrade(create_engine(sqlite_url))
-    api = Api(api_conf(tmp_path, sqlite_url, DEFAULT={"transport_url": rabbit_url}))
-    node = add_node(api.context.engine, state="manageable", macs=[NEW_AGENT],
-                    inspect_interface="agent")
-    hostsdir = tmp_path / "hosts"
-    hostsdir.mkdir()
-    daemon = start_filter(tmp_path, sqlite_url, hostsdir, transport_url=rabbit_url,
-                          extra_conf={"pxe_filter": {"sync_period": FAR}})
-    try:
-        daemon.wait_ready(30)
+    with api_and_filter(tmp_path, sqlite_url, rabbit_url,
+                        {"state": "manageable", "macs": [NEW_AGENT],
+                         "inspect_interface": "agent"}) as (api, hostsdir, (node,)):
         wait_for(hostsdir / "unknown_hosts_filter", "*:*:*:*:*:*,ignore\n")
         path = f"/v1/nodes/{node['uuid']}/states/provision"
         assert api.client.put(path, json={"target": "inspect"}).status_code == 202
@@ -105,7 +98,3 @@ def test_wildcard_follows_our_broadcasts_at_once(tmp_path, sqlite_url, rabbit_ur
         wait_for(hostsdir / "unknown_hosts_filter", "*:*:*:*:*:*\n")
         assert api.client.put(path, json={"target": "abort"}).status_code == 202
         wait_for(hostsdir / "unknown_hosts_filter", "*:*:*:*:*:*,ignore\n")
-    finally:
-        daemon.signal(signal.SIGTERM)
-        assert daemon.stop() == 0, daemon.log_text()
-        api.close()

@@ -10,12 +10,12 @@ import json
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.support import services
+from tests.support import files, services
 from tests.support.daemon import filter_command, start_filter
+from tests.support.files import time_until
 from tests.support.ironic import Ironic
 
 pytestmark = pytest.mark.slow
@@ -26,22 +26,6 @@ BOOTING = "52:54:00:ee:00:04"  # the real-DHCP case's machine
 WILDCARD = "unknown_hosts_filter"
 ALLOW, DENY = "{}\n", "{},ignore\n"
 FAR = 3600
-
-
-def read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return None
-
-
-def wait_file(path: Path, expected: str, timeout: float = 5.0) -> float:
-    """Seconds until ``path`` holds ``expected`` (fails after ``timeout``)."""
-    start = time.monotonic()
-    while read(path) != expected:
-        assert time.monotonic() - start < timeout, f"{path.name}: {read(path)!r}"
-        time.sleep(0.005)
-    return time.monotonic() - start
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -105,16 +89,16 @@ def provision(ironic: Ironic, node: str, target: str) -> None:
 def test_inspection_opens_and_abort_closes_within_a_second(stack):
     ironic, hostsdir, daemon = stack
     node = new_node(ironic, M1)
-    wait_file(hostsdir / M1, DENY.format(M1))  # a port of an enrolled node: denied at once
+    time_until(hostsdir / M1, DENY.format(M1))  # a port of an enrolled node: denied at once
     provision(ironic, node, "manage")
     ironic.wait_state(node, "manageable")
     provision(ironic, node, "inspect")
-    opened = wait_file(hostsdir / M1, ALLOW.format(M1))
-    wait_file(hostsdir / WILDCARD, "*:*:*:*:*:*\n")  # a node on inspection: unknown served
+    opened = time_until(hostsdir / M1, ALLOW.format(M1))
+    time_until(hostsdir / WILDCARD, "*:*:*:*:*:*\n")  # a node on inspection: unknown served
     ironic.wait_state(node, "inspect wait")
     provision(ironic, node, "abort")
-    closed = wait_file(hostsdir / M1, DENY.format(M1))
-    wait_file(hostsdir / WILDCARD, "*:*:*:*:*:*,ignore\n")
+    closed = time_until(hostsdir / M1, DENY.format(M1))
+    time_until(hostsdir / WILDCARD, "*:*:*:*:*:*,ignore\n")
     ironic.wait_state(node, "inspect failed")
     print(f"Ironic call to file: open {opened * 1000:.0f} ms, close {closed * 1000:.0f} ms")
     assert "Notification baremetal.node.provision_set" in daemon.log_text()
@@ -127,27 +111,27 @@ def test_port_changes_during_inspection(stack):
     ironic.wait_state(node, "manageable")
     provision(ironic, node, "inspect")
     ironic.wait_state(node, "inspect wait")
-    wait_file(hostsdir / M2, ALLOW.format(M2))
+    time_until(hostsdir / M2, ALLOW.format(M2))
     port = ironic.call("GET", f"/v1/ports?address={M2}").json()["ports"][0]["uuid"]
     # Ironic's update payload has the new address only: the old one must close anyway.
     resp = ironic.call("PATCH", f"/v1/ports/{port}",
                        json=[{"op": "replace", "path": "/address", "value": M3}])
     assert resp.status_code == 200, resp.text
-    wait_file(hostsdir / M3, ALLOW.format(M3))
-    wait_file(hostsdir / M2, DENY.format(M2))
+    time_until(hostsdir / M3, ALLOW.format(M3))
+    time_until(hostsdir / M2, DENY.format(M2))
     assert ironic.call("DELETE", f"/v1/ports/{port}").status_code == 204
-    wait_file(hostsdir / M3, DENY.format(M3))
+    time_until(hostsdir / M3, DENY.format(M3))
     added = ironic.call("POST", "/v1/ports", json={"address": M2, "node_uuid": node})
     assert added.status_code == 201, added.text
-    wait_file(hostsdir / M2, ALLOW.format(M2))
+    time_until(hostsdir / M2, ALLOW.format(M2))
     provision(ironic, node, "abort")
-    wait_file(hostsdir / M2, DENY.format(M2))
+    time_until(hostsdir / M2, DENY.format(M2))
     ironic.wait_state(node, "inspect failed")
     provision(ironic, node, "manage")  # Ironic deletes no node in 'inspect failed'
     ironic.wait_state(node, "manageable")
     assert ironic.call("DELETE", f"/v1/nodes/{node}").status_code == 204
     time.sleep(0.5)  # the delete notification is applied; the MAC must stay closed
-    assert read(hostsdir / M2) == DENY.format(M2)
+    assert files.read(hostsdir / M2) == DENY.format(M2)
 
 
 def test_status_counts_notifications(stack):
