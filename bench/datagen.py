@@ -29,11 +29,11 @@ def mac_for(index: int) -> str:
     return ":".join(f"{(raw >> shift) & 0xFF:02x}" for shift in range(40, -8, -8))
 
 
-def create_schema(db_path: str) -> None:
+def create_schema(url: str) -> None:
     """Create the schema with Ironic's own dbsync command."""
     dbsync = os.path.join(os.path.dirname(sys.executable), "ironic-dbsync")
     with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
-        conf.write(f"[database]\nconnection = sqlite:///{db_path}\n")
+        conf.write(f"[database]\nconnection = {url}\n")
     try:
         proc = subprocess.run([dbsync, "--config-file", conf.name, "create_schema"],
                               capture_output=True, text=True, check=False)
@@ -109,20 +109,22 @@ def insert(engine, table, rows) -> None:
 def main() -> None:
     """Parse arguments, create the schema, fill it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", required=True, help="SQLite file to create (must not exist)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--db", help="SQLite file to create (must not exist)")
+    where.add_argument("--url", help="an empty server database (SQLAlchemy URL) instead")
     parser.add_argument("--ports", type=int, required=True)
     parser.add_argument("--ports-per-node", type=int, default=2)
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
-    if os.path.exists(args.db):
+    if args.db and os.path.exists(args.db):
         sys.exit(f"{args.db} exists; refusing to overwrite it")
-    db_path = os.path.abspath(args.db)
-    create_schema(db_path)
+    url = args.url or f"sqlite:///{os.path.abspath(args.db)}"
+    create_schema(url)
 
     import sqlalchemy as sa  # noqa: PLC0415 - only after dbsync succeeded
     from ironic.db.sqlalchemy import models  # noqa: PLC0415
 
-    engine = sa.create_engine(f"sqlite:///{db_path}")
+    engine = sa.create_engine(url)
     rng = random.Random(args.seed)
     now = datetime.datetime(2026, 1, 1)
     nodes = max(1, args.ports // args.ports_per_node)
@@ -134,7 +136,7 @@ def main() -> None:
             "GROUP BY provision_state, inspect_interface ORDER BY 1, 2")).all()
     engine.dispose()
     summary = ", ".join(f"{state}/{iface}: {count}" for state, iface, count in counts)
-    print(f"{db_path}: {args.ports} ports on {nodes} nodes ({summary})")
+    print(f"{args.db or 'database'}: {args.ports} ports on {nodes} nodes ({summary})")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ from worker_protocol import serve
 def main() -> None:
     """Configure Ironic for the database and hostsdir, then serve sync commands."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", required=True, help="SQLite file made by datagen.py")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--db", help="SQLite file made by datagen.py")
+    where.add_argument("--url", help="a server database made by datagen.py --url")
     parser.add_argument("--hostsdir", required=True)
     args = parser.parse_args()
 
@@ -26,7 +28,8 @@ def main() -> None:
     from ironic.pxe_filter.service import PXEFilterManager  # noqa: PLC0415
 
     CONF([], project="ironic", default_config_files=[])
-    CONF.set_override("connection", f"sqlite:///{os.path.abspath(args.db)}", group="database")
+    CONF.set_override("connection", args.url or f"sqlite:///{os.path.abspath(args.db)}",
+                      group="database")
     CONF.set_override("dhcp_hostsdir", os.path.abspath(args.hostsdir), group="pxe_filter")
     manager = PXEFilterManager("bench")
     manager.prepare_host()

@@ -29,12 +29,19 @@ class Malformed(ValueError):
 
 @dataclass(frozen=True)
 class NodeChanged:
-    """A notification saying node ``node_uuid`` may serve other MACs now."""
+    """A notification saying node ``node_uuid`` may serve other MACs now.
+
+    For a port event, ``port_uuid`` and ``address`` (as Ironic sent it: the new one on an
+    update) say which port; ``deleted`` is true for a port's or node's deletion.
+    """
 
     event_type: str
     node_uuid: str
     timestamp: str
     message_id: str
+    port_uuid: str | None = None
+    address: str | None = None
+    deleted: bool = False
 
 
 def relevant(event_type: str) -> bool:
@@ -68,8 +75,17 @@ def parse(body: object) -> NodeChanged | None:
     if not isinstance(timestamp, str) or not _TIMESTAMP.fullmatch(timestamp):
         raise Malformed(f"{event_type}: timestamp missing or not a date and time")
     message_id = message.get("message_id")
+    port_uuid = address = None
+    if event_type.startswith(PORT_EVENTS):
+        port_uuid, address = data.get("uuid"), data.get("address")
+        if not isinstance(port_uuid, str) or not _UUID.fullmatch(port_uuid):
+            raise Malformed(f"{event_type}: uuid is not a UUID")
+        if not isinstance(address, str) or len(address) > 64:
+            raise Malformed(f"{event_type}: address is not a string")
     return NodeChanged(event_type, node_uuid.lower(), timestamp.replace("T", " "),
-                       message_id if isinstance(message_id, str) else "")
+                       message_id if isinstance(message_id, str) else "",
+                       port_uuid.lower() if port_uuid else None, address,
+                       ".delete." in event_type)
 
 
 def _unwrap(body: object) -> dict:

@@ -19,7 +19,7 @@ from pxe_filter.policy import INSPECTION_STATES, nodes_on_inspection, pxe_allowe
 
 _nodes = sa.table("nodes", sa.column("id"), sa.column("uuid"), sa.column("provision_state"),
                   sa.column("inspect_interface"))
-_ports = sa.table("ports", sa.column("address"), sa.column("node_id"))
+_ports = sa.table("ports", sa.column("uuid"), sa.column("address"), sa.column("node_id"))
 
 _NODES_QUERY = sa.select(_nodes.c.id, _nodes.c.provision_state,
                          _nodes.c.inspect_interface).where(
@@ -42,12 +42,12 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class NodeRow:
-    """One node as the policy sees it, with its ports' raw addresses."""
+    """One node as the policy sees it; ``ports`` (port UUID, raw address) when read."""
 
     uuid: str
     provision_state: str | None
     inspect_interface: str | None
-    addresses: tuple[str, ...] = ()
+    ports: tuple[tuple[str, str], ...] = ()
 
 
 class Source(Protocol):
@@ -57,12 +57,12 @@ class Source(Protocol):
         """Nodes on inspection and every port's address; raises DatabaseError."""
         ...
 
-    def read_node(self, uuid: str) -> NodeRow | None:
-        """One node and its ports' addresses (None if it does not exist); DatabaseError."""
+    def read_node(self, uuid: str, with_ports: bool = False) -> NodeRow | None:
+        """One node (None if it does not exist), with its ports if asked; DatabaseError."""
         ...
 
     def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
-        """The nodes whose ports are served, with their addresses; DatabaseError."""
+        """The nodes whose ports are served, with their ports; DatabaseError."""
         ...
 
     def any_served(self, supported_interfaces: Collection[str]) -> bool:
@@ -88,32 +88,33 @@ class DatabaseSource:
         """The database URL, password hidden."""
         return describe_url(self.engine.url)
 
-    def read_node(self, uuid: str) -> NodeRow | None:
-        """One node and its ports' addresses (two indexed lookups); DatabaseError."""
+    def read_node(self, uuid: str, with_ports: bool = False) -> NodeRow | None:
+        """One node by its unique UUID; its ports only ``with_ports``, because Ironic's
+        schema has no index on ``ports.node_id`` (PostgreSQL then reads the whole table)."""
         with _reading(self.engine) as conn:
             row = conn.execute(sa.select(_nodes.c.id, _nodes.c.provision_state,
                                          _nodes.c.inspect_interface)
                                .where(_nodes.c.uuid == uuid)).first()
             if row is None:
                 return None
-            addresses = conn.execute(sa.select(_ports.c.address)
-                                     .where(_ports.c.node_id == row[0])).scalars().all()
-        return NodeRow(uuid, row[1], row[2], tuple(a for a in addresses if a))
+            ports = conn.execute(sa.select(_ports.c.uuid, _ports.c.address)
+                                 .where(_ports.c.node_id == row[0])).all() if with_ports else ()
+        return NodeRow(uuid, row[1], row[2], tuple((p, a) for p, a in ports if a))
 
     def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
         """Nodes on inspection with a supported interface, and their ports; DatabaseError."""
         query = (sa.select(_nodes.c.uuid, _nodes.c.provision_state, _nodes.c.inspect_interface,
-                           _ports.c.address)
+                           _ports.c.uuid, _ports.c.address)
                  .select_from(_nodes.outerjoin(_ports, _ports.c.node_id == _nodes.c.id))
                  .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES))))
         found: dict[str, NodeRow] = {}
         with _reading(self.engine) as conn:
-            for uuid, state, interface, address in conn.execute(query):
+            for uuid, state, interface, port, address in conn.execute(query):
                 if not pxe_allowed(state, interface, supported_interfaces):
                     continue
                 row = found.get(uuid) or NodeRow(uuid, state, interface)
                 found[uuid] = NodeRow(uuid, state, interface,
-                                      row.addresses + ((address,) if address else ()))
+                                      row.ports + (((port, address),) if address else ()))
         return list(found.values())
 
     def any_served(self, supported_interfaces: Collection[str]) -> bool:
@@ -139,18 +140,18 @@ class MemorySource:
         self.nodes = dict(nodes or {})
         self.ports = list(ports)
 
-    def read_node(self, uuid: str) -> NodeRow | None:
-        """One node and its ports' addresses."""
+    def read_node(self, uuid: str, with_ports: bool = False) -> NodeRow | None:
+        """One node, with its ports (UUIDs ``port-<address>``) if asked."""
         node_id = int(uuid.removeprefix("node-")) if uuid.startswith("node-") else None
         if node_id not in self.nodes:
             return None
         state, interface = self.nodes[node_id]
-        return NodeRow(uuid, state, interface,
-                       tuple(a for a, n in self.ports if n == node_id and a))
+        ports = tuple((f"port-{a}", a) for a, n in self.ports if n == node_id and a)
+        return NodeRow(uuid, state, interface, ports if with_ports else ())
 
     def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
         """The nodes whose ports are served."""
-        rows = (self.read_node(f"node-{node_id}") for node_id in self.nodes)
+        rows = (self.read_node(f"node-{node_id}", with_ports=True) for node_id in self.nodes)
         return [row for row in rows if row is not None
                 and pxe_allowed(row.provision_state, row.inspect_interface,
                                 supported_interfaces)]

@@ -28,9 +28,10 @@ def test_a_provision_change_names_its_node():
 
 
 def test_a_port_change_names_the_port_s_node():
+    port = "11111111-2222-4333-8444-555555555555"
     event = notifications.parse(envelope("baremetal.port.update.end",
-                                         {"uuid": "not-the-node", "node_uuid": NODE}))
-    assert event.node_uuid == NODE
+                                         {"uuid": port, "node_uuid": NODE, "address": M1}))
+    assert (event.node_uuid, event.port_uuid, event.deleted) == (NODE, port, False)
 
 
 @pytest.mark.parametrize("event_type", ["baremetal.node.power_set.end",
@@ -89,17 +90,45 @@ def test_node_entering_inspection_is_served_and_leaving_denied(follower):
     assert content(hostsdir, M2) == f"{M2},ignore\n"
 
 
+def port_event(action, node, port, address, timestamp="2026-11-24 23:40:02"):
+    return notifications.NodeChanged(f"baremetal.port.{action}.end", f"node-{node}", timestamp,
+                                     "m", port, address, action == "delete")
+
+
 def test_changed_address_closes_the_old_mac(follower):
     f, source, hostsdir = follower
     source.ports = [(M3, 1), (M2, 2)]  # node-1's port now has M3 instead of M1
-    f.apply(node_event(1))
+    # Ironic's update names the new address only; the follower remembers the old one.
+    f.apply(port_event("update", 1, f"port-{M1}", M3.upper()))
     assert content(hostsdir, M3) == f"{M3}\n"
     assert content(hostsdir, M1) == f"{M1},ignore\n"
+
+
+def test_port_created_and_deleted_on_a_served_node(follower):
+    f, source, hostsdir = follower
+    source.ports.append((M3, 1))
+    f.apply(port_event("create", 1, "p-3", M3))
+    assert content(hostsdir, M3) == f"{M3}\n"
+    f.apply(port_event("delete", 1, "p-3", M3, "2026-11-24 23:40:03"))
+    assert content(hostsdir, M3) == f"{M3},ignore\n"
+
+
+def test_only_a_node_starting_to_be_served_has_its_ports_read(follower):
+    f, source, _ = follower
+    reads = []
+    original = source.read_node
+    source.read_node = lambda uuid, with_ports=False: (reads.append(with_ports),
+                                                       original(uuid, with_ports))[1]
+    f.apply(node_event(1))  # already served: state read only
+    source.nodes[2] = ("inspect wait", "agent")
+    f.apply(node_event(2))  # starts being served: its ports are read once
+    assert reads == [False, False, True]
 
 
 def test_unsupported_interface_is_never_served(follower):
     f, source, hostsdir = follower
     source.ports.append((M3, 3))
+    f.apply(port_event("create", 3, "p-3", M3))
     f.apply(node_event(3))
     assert content(hostsdir, M3) == f"{M3},ignore\n"
 
@@ -120,6 +149,13 @@ def test_deleted_node_closes_its_macs(follower):
     source.ports = [(M2, 2)]
     f.apply(node_event(1))
     assert content(hostsdir, M1) == f"{M1},ignore\n"
+
+
+def test_port_event_parsed_with_its_address():
+    event = notifications.parse(envelope("baremetal.port.delete.end",
+                                         {"uuid": NODE, "node_uuid": NODE,
+                                          "address": "52:54:00:00:99:01"}))
+    assert (event.port_uuid, event.address, event.deleted) == (NODE, M1, True)
 
 
 def test_older_notification_changes_nothing(follower):
