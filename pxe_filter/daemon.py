@@ -30,7 +30,7 @@ from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.follower import NotificationFollower
 from pxe_filter.healing import SelfHealer
-from pxe_filter.notification_listener import NotificationListener
+from pxe_filter.notification_listener import NotificationListener, kombu_urls
 from pxe_filter.selfheal import HostsdirWatcher
 from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import BroadcastResult, FilterSync, SyncResult
@@ -104,6 +104,7 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
                 raise FatalConfigError(
                     "[pxe_filter]ironic_notifications = true needs Ironic's message bus: set "
                     "[oslo_messaging_notifications]transport_url (or [DEFAULT]transport_url)")
+            kombu_urls(notification_url)  # refuses what is not RabbitMQ, before anything
     except (cfg.Error, ValueError) as exc:
         raise FatalConfigError(f"invalid configuration: {exc}") from None
     check_sqlite_file(conf.database.connection)
@@ -143,15 +144,10 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
     status = state.StatusRecorder(state_path, hostsdir, sync.figures, control.describe)
     follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces)
     if notification_url:
-        try:
-            notification_listener = NotificationListener(
-                notification_url, conf.host, list(conf.pxe_filter.notification_topics),
-                follower.handle, expires=conf.pxe_filter.notification_queue_expires,
-                max_length=conf.pxe_filter.notification_queue_max_length)
-        except ValueError as exc:
-            source.close()
-            raise FatalConfigError(f"[oslo_messaging_notifications]transport_url: "
-                                   f"{exc}") from None
+        notification_listener = NotificationListener(
+            notification_url, conf.host, list(conf.pxe_filter.notification_topics),
+            follower.handle, expires=conf.pxe_filter.notification_queue_expires,
+            max_length=conf.pxe_filter.notification_queue_max_length)
         status.notification_counts = lambda: dict(follower.counts)
     else:
         notification_listener = _NoListener()

@@ -239,6 +239,10 @@ def test_bad_hostsdir_refused_with_one_line(case, sqlite_url, tmp_path):
     ({"pxe_filter": {"sync_period": -1}}, "sync_period"),
     ({"auto_discovery": {"enabled": "maybe"}}, "enabled"),
     ({"database": {"connection": "nonsense://"}}, "connection"),
+    ({"pxe_filter": {"ironic_notifications": True}}, "needs Ironic's message bus"),
+    ({"pxe_filter": {"ironic_notifications": True},
+      "oslo_messaging_notifications": {"transport_url": "kafka://127.0.0.1:9092"}},
+     "RabbitMQ only"),
 ])
 def test_bad_options_exit_2(extra, expected, sqlite_url, tmp_path, hostsdir):
     result = run_filter(tmp_path, sqlite_url, hostsdir, extra_conf=extra)
