@@ -122,15 +122,18 @@ def _normalise(values: set) -> tuple[set[str], int]:
     if _all_canonical(values):
         return values, 0
     odd = [value for value in values if not macs.is_canonical(value)]
-    invalid = 0
+    bad: list[str] = []
     for value in odd:
         values.discard(value)
         try:
             values.add(macs.normalize_mac(value))
         except macs.InvalidMAC as exc:
-            invalid += 1
-            LOG.warning("Skipping a port with an invalid address in the database: %s", exc)
-    return values, invalid
+            bad.append(str(exc))
+    if bad:
+        LOG.warning("Skipping %s; fix or delete those ports",
+                    macs.summary(len(bad), bad, "port(s) with an invalid address in the "
+                                                "database"))
+    return values, len(bad)
 
 
 def merge_lists(allow: Iterable[str], deny: Iterable[str]) -> dict[str, bool]:

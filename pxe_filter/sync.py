@@ -191,8 +191,11 @@ class FilterSync:
         good_allow, bad_allow = macs.split_valid(allow)
         good_deny, bad_deny = macs.split_valid(deny)
         result = BroadcastResult(rejected=len(bad_allow) + len(bad_deny))
-        for value in (*bad_allow, *bad_deny):
-            LOG.warning("Broadcast: rejected %s", _describe_invalid(value))
+        if result.rejected:
+            # One line however many: a broadcast of 100,000 bad entries must not flood.
+            bad = [_describe_invalid(v) for v in (*bad_allow, *bad_deny)[:3]]
+            LOG.warning("%s: rejected %s", origin,
+                        macs.summary(result.rejected, bad, "invalid entr(y/ies)"))
         wanted = policy.merge_lists(good_allow, good_deny)
         with self._lock:
             self._seq += 1

@@ -48,6 +48,12 @@ def normalize_mac(value: object) -> str:
     return str(eui.format(netaddr.mac_unix_expanded))
 
 
+def summary(count: int, examples: list[str], what: str) -> str:
+    """``"N <what>, e.g. a; b; c"``: one log line for many invalid values."""
+    shown = "; ".join(examples[:3]) + ("; ..." if count > 3 else "")
+    return f"{count} {what}, e.g. {shown}"
+
+
 def split_valid(values: object) -> tuple[list[str], list[object]]:
     """Normalise a list of MACs, returning (valid normalised MACs, rejected raw values)."""
     if values is None:

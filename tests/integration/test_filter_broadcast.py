@@ -119,7 +119,7 @@ def test_invalid_broadcast_entries_are_rejected_valid_ones_applied(two_daemons, 
         assert daemon.proc.poll() is None
         log = daemon.wait_log("Broadcast applied: 1 allowed, 0 denied, 14 rejected")
         assert "ignoring unknown argument(s) surprise" in log
-        assert "'../x'" in log
+        assert log.count("Broadcast: rejected 14 invalid entr(y/ies), e.g.") == 1, log
         assert sorted(p.name for p in daemon.hostsdir.iterdir()
                       if not p.name.startswith(".")) == sorted([M1, M2, "unknown_hosts_filter"])
         assert read(daemon.hostsdir / M2) == DENY.format(M2)  # untouched by any of it

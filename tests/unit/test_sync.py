@@ -1,5 +1,6 @@
 """FilterSync on a real SQLite database: counts, broadcasts, and broadcast-vs-sync ordering."""
 
+import logging
 import os
 import threading
 import uuid
@@ -88,7 +89,7 @@ def test_broadcast_validates_and_applies_valid_macs(engine, hosts, caplog):
     assert content(hosts, M1) == f"{M1},ignore\n"
     assert content(hosts, M2) == f"{M2},ignore\n"
     assert sorted(os.listdir(hosts)) == sorted([M1, M2, WILDCARD])
-    assert "../x" in caplog.text
+    assert "rejected 8 invalid entr(y/ies), e.g." in caplog.text
     result = sync.apply_broadcast(allow="52:54:00:00:00:03", deny={"not": "a list"})
     assert result.rejected == 2 and result.written == 0
     assert sync.apply_broadcast(allow=[M1]).written == 1
@@ -203,3 +204,24 @@ def test_reread_after_sighup_repairs_in_place_edits_without_blocking_broadcasts(
     assert result.written == 1 and result.reread >= 4 and result.kept_broadcasts == 1
     sync.hostsdir.read_state = real_read
     assert sync.full_sync().reread == 0  # the re-read was once, not every sync now
+
+
+def test_a_flood_of_invalid_entries_is_one_log_line(engine, hosts, caplog):
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
+    sync.full_sync()
+    flood = [f"bogus-{i}" for i in range(100_000)]
+    with caplog.at_level(logging.WARNING, logger="pxe_filter.sync"):
+        result = sync.apply_broadcast(allow=flood, deny=[M1])
+    assert result.rejected == 100_000 and content(hosts, M1) == f"{M1},ignore\n"
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1 and lines[0].startswith("Broadcast: rejected 100000 invalid")
+
+
+def test_invalid_database_addresses_are_one_log_line_per_sync(engine, hosts, caplog):
+    add_node(engine, "active", ["not-a-mac-1", "not-a-mac-2", "zz:zz:zz:zz:zz:zz", M1])
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
+    with caplog.at_level(logging.WARNING, logger="pxe_filter.policy"):
+        result = sync.full_sync()
+    assert result.invalid == 3
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1 and "3 port(s) with an invalid address" in lines[0], lines
