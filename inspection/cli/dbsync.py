@@ -26,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
     conf = cfg.ConfigOpts()
     inspection_conf.register_opts(conf)
     config.load(conf, args.config_file, args.config_dir)
+    # A schema upgrade of a large table may take longer than any one request should.
+    conf.set_override("statement_timeout", 0, group="database")
     engine = engine_from_conf(conf)
     try:
         before, after = migration.upgrade(engine)

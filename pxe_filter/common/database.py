@@ -3,6 +3,7 @@
 Shared by the filter (read-only, possibly on Ironic's own database) and the inspection service.
 """
 
+import functools
 import os
 
 import sqlalchemy as sa
@@ -22,11 +23,13 @@ def describe_url(url: str | URL) -> str:
         return "<unparsable database URL>"
 
 
-def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False) -> Engine:
+def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False, *,
+                  statement_timeout: int = 60, lock_timeout: int = 30) -> Engine:
     """Create an engine with settings that suit each backend.
 
     SQLite gets WAL and a busy timeout so the filter can read while the inspection service
-    writes; server databases get a connect timeout so a dead server fails fast. A
+    writes; server databases get a connect timeout so a dead server fails fast, and statement
+    and lock timeouts so a frozen one fails a statement instead of blocking it for ever. A
     ``read_only`` engine (the PXE filter's) never switches an SQLite file to WAL: that
     setting is persistent, a write to a database that may belong to Ironic.
     """
@@ -45,7 +48,10 @@ def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False) 
                 raise DatabaseError(f"directory {directory} of the SQLite database does not "
                                     f"exist: create it or fix [database]connection")
     elif backend == "postgresql":
-        kwargs["connect_args"] = {"connect_timeout": connect_timeout}
+        kwargs["connect_args"] = {
+            "connect_timeout": connect_timeout,
+            "options": f"-c statement_timeout={statement_timeout * 1000} "
+                       f"-c lock_timeout={lock_timeout * 1000}"}
     elif backend in ("mysql", "mariadb"):
         kwargs["connect_args"] = {"connect_timeout": connect_timeout}
         kwargs["pool_recycle"] = 3600
@@ -54,28 +60,50 @@ def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False) 
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
         raise DatabaseError(f"cannot use database {describe_url(parsed)}: {exc}") from None
     if backend == "sqlite":
-        event.listen(engine, "connect",
-                     _sqlite_reader_pragmas if read_only else _sqlite_pragmas)
+        event.listen(engine, "connect", functools.partial(
+            _sqlite_pragmas, busy_ms=lock_timeout * 1000, writer=not read_only))
+    elif backend in ("mysql", "mariadb"):
+        event.listen(engine, "connect", functools.partial(
+            _mysql_timeouts, statement=statement_timeout, lock=lock_timeout))
     return engine
 
 
-def _sqlite_reader_pragmas(dbapi_conn, _record) -> None:
+def _mysql_timeouts(dbapi_conn, _record, statement: int, lock: int) -> None:
     cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"SET SESSION lock_wait_timeout = {int(lock)}, "
+                   f"innodb_lock_wait_timeout = {int(lock)}")
+    if "mariadb" in dbapi_conn.get_server_info().lower():
+        cursor.execute(f"SET SESSION max_statement_time = {int(statement)}")
+    else:  # MySQL limits read-only SELECTs only, in milliseconds
+        cursor.execute(f"SET SESSION max_execution_time = {int(statement) * 1000}")
     cursor.close()
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
-    _sqlite_reader_pragmas(dbapi_conn, _record)
+def _sqlite_pragmas(dbapi_conn, _record, busy_ms: int, writer: bool) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
+    cursor.close()
+    if not writer:
+        return
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.close()
 
 
+#: What the drivers say when a statement or lock timeout fires.
+_TIMEOUT_WORDS = ("statement timeout", "lock timeout", "max_statement_time",
+                  "lock wait timeout", "maximum statement execution time", "database is locked")
+
+
 def error_reason(exc: BaseException) -> str:
-    """The first line of what the database driver said, for one-line error messages."""
-    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    """The first line of what the database driver said, for one-line error messages; a
+    timeout says which option bounded it."""
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    if any(word in reason.lower() for word in _TIMEOUT_WORDS):
+        reason += " ([database]statement_timeout or lock_timeout reached: is the database " \
+                  "overloaded or a table locked?)"
+    return reason
 
 
 def check_connection(engine: Engine) -> None:
@@ -90,5 +118,6 @@ def check_connection(engine: Engine) -> None:
 
 def engine_from_conf(conf, read_only: bool = False) -> Engine:
     """The engine for ``conf.database.connection``."""
-    return create_engine(conf.database.connection, conf.database.connect_timeout,
-                         read_only=read_only)
+    db = conf.database
+    return create_engine(db.connection, db.connect_timeout, read_only=read_only,
+                         statement_timeout=db.statement_timeout, lock_timeout=db.lock_timeout)

@@ -26,6 +26,15 @@ database_opts = [
                     "mysql+pymysql://user:pass@host/ironic."),
     cfg.IntOpt("connect_timeout", default=10, min=1,
                help="Seconds to wait for the database to accept a connection."),
+    cfg.IntOpt("statement_timeout", default=60, min=0,
+               help="Seconds any one statement may run before the database cancels it "
+                    "(PostgreSQL statement_timeout, MariaDB max_statement_time); 0 = no "
+                    "limit. A frozen database then fails a sync or a request with a log "
+                    "line instead of blocking it."),
+    cfg.IntOpt("lock_timeout", default=30, min=1,
+               help="Seconds a statement may wait for a lock (PostgreSQL lock_timeout, "
+                    "MariaDB lock_wait_timeout and innodb_lock_wait_timeout, SQLite "
+                    "busy_timeout)."),
 ]
 
 discovery_enabled_opt = cfg.BoolOpt(
