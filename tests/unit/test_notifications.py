@@ -177,3 +177,11 @@ def test_malformed_flood_logs_one_line_per_reason(follower, caplog):
     assert f.counts["ignored: malformed"] == 1000 and f.counts["received"] == 1000
     assert len([r for r in caplog.records if "ignored" in r.getMessage()]) == 1
     assert {p.name: p.read_text() for p in hostsdir.iterdir()} == before
+
+
+def test_changed_inspect_interface_closes_the_node(follower):
+    f, source, hostsdir = follower
+    source.nodes[1] = ("inspect wait", "redfish")  # baremetal.node.update.end
+    f.apply(notifications.NodeChanged("baremetal.node.update.end", "node-1",
+                                      "2026-11-24 23:40:02", "m"))
+    assert content(hostsdir, M1) == f"{M1},ignore\n"
