@@ -87,6 +87,14 @@ api_opts = [
     cfg.BoolOpt("allow_insecure_noauth", default=False,
                 help="Let auth_strategy = noauth listen on a non-loopback address (anyone "
                      "who reaches the port can then change nodes and rules)."),
+    cfg.IntOpt("auth_max_failures", default=10, min=1,
+               help="Failed logins from one client address within auth_failure_window "
+                    "after which its logins are refused (429) until the window passes."),
+    cfg.IntOpt("auth_failure_window", default=60, min=1,
+               help="Seconds over which failed logins are counted per client address."),
+    cfg.IntOpt("auth_concurrency", default=2, min=1,
+               help="Password checks (bcrypt) run at once; more get 429 at once, so that "
+                    "guessers never hold the threads the ramdisk callback needs."),
     cfg.IntOpt("threads", default=8, min=1,
                help="Request threads of the WSGI server."),
     cfg.IntOpt("connection_limit", default=1000, min=10,

@@ -16,7 +16,7 @@ from inspection.api import (
     ports,
     rules,
 )
-from inspection.api.auth import REALM, BasicAuth
+from inspection.api.auth import REALM, BasicAuth, Throttled
 from inspection.api.context import EXTENSION, ApiContext
 from inspection.api.dispatch import InProcessDispatcher, RpcDispatcher
 from pxe_filter.broadcast import FilterNotifier
@@ -46,14 +46,23 @@ def _default_dispatcher(conf: cfg.ConfigOpts, service: Any) -> Any:
 def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
     if conf.api.auth_strategy == "noauth":
         return
-    checker = BasicAuth(conf.api.http_basic_auth_user_file)
+    checker = BasicAuth(conf.api.http_basic_auth_user_file,
+                        max_failures=conf.api.auth_max_failures,
+                        failure_window=conf.api.auth_failure_window,
+                        concurrency=conf.api.auth_concurrency)
 
     @app.before_request
     def authenticate():
         if request.endpoint in PUBLIC_ENDPOINTS:
             return None
-        if checker.check(request.headers.get("Authorization")) is not None:
-            return None
+        try:
+            if checker.check(request.headers.get("Authorization"),
+                             request.remote_addr or "") is not None:
+                return None
+        except Throttled as exc:
+            return errors.json_error(429, f"Too many login attempts ({exc}); retry in "
+                                          f"{exc.retry_after} s",
+                                     {"Retry-After": str(exc.retry_after)})
         return errors.json_error(401, "Authentication required",
                                  {"WWW-Authenticate": f'Basic realm="{REALM}"'})
 

@@ -1,5 +1,10 @@
 """HTTP basic authentication against an htpasswd file of bcrypt hashes (Ironic's standalone
-mode), re-read whenever the file changes."""
+mode), re-read whenever the file changes.
+
+Guessing is made slow and useless: an unknown user costs the same bcrypt work as a known one
+(no user enumeration by timing), a client address with too many failures is refused without
+any work for a while (429), and at most a few password checks run at once, so guessers can
+never occupy the threads the unauthenticated ramdisk callback needs (429 beyond that)."""
 
 import base64
 import binascii
@@ -7,8 +12,11 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import secrets
 import threading
+import time
+from collections import OrderedDict
 
 import bcrypt
 
@@ -18,6 +26,17 @@ REALM = "ironic-inspection"
 _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
 # Verified credentials are remembered (as keyed digests) because bcrypt costs ~0.1-0.3 s.
 _CACHE_LIMIT = 256
+#: Client addresses whose failures are remembered at most (oldest forgotten first).
+_TRACKED_CLIENTS = 10000
+_COST = re.compile(rb"\$2[aby]\$(\d\d)\$")
+
+
+class Throttled(Exception):
+    """Too many failures from this client, or too many checks at once; retry later."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class HtpasswdError(Exception):
@@ -58,14 +77,20 @@ def parse_htpasswd(path: str) -> dict[str, bytes]:
 class BasicAuth:
     """Checks ``Authorization: Basic`` headers; the file is re-read when it changes."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, max_failures: int = 10, failure_window: int = 60,
+                 concurrency: int = 2) -> None:
         self.path = path
+        self.max_failures = max_failures
+        self.failure_window = failure_window
         self._lock = threading.Lock()
         self._key = secrets.token_bytes(32)
         self._stamp: tuple | None = None
         self._users: dict[str, bytes] = parse_htpasswd(path)
+        self._dummy = _dummy_hash(self._users)
         self._stamp = self._file_stamp()
         self._verified: set[bytes] = set()
+        self._failures: OrderedDict[str, list[float]] = OrderedDict()
+        self._checks = threading.BoundedSemaphore(concurrency)
 
     def _file_stamp(self) -> tuple | None:
         try:
@@ -88,11 +113,12 @@ class BasicAuth:
                 else:
                     LOG.info("Re-read htpasswd file %s (%d user(s))", self.path,
                              len(self._users))
+                    self._dummy = _dummy_hash(self._users)
                 self._stamp = stamp
             return self._users
 
-    def check(self, header: str | None) -> str | None:
-        """The authenticated user name, or None."""
+    def check(self, header: str | None, client: str = "") -> str | None:
+        """The authenticated user name, or None; raises :class:`Throttled`."""
         if not header or header[:6].lower() != "basic ":
             return None
         try:
@@ -102,22 +128,59 @@ class BasicAuth:
         user, sep, password = decoded.partition(":")
         if not sep:
             return None
-        stored = self._current_users().get(user)
-        if stored is None:
-            return None
-        digest = hmac.new(self._key, b"\0".join([user.encode(), password.encode(), stored]),
-                          hashlib.sha256).digest()
+        users = self._current_users()
+        stored = users.get(user)
+        digest = hmac.new(self._key, b"\0".join([user.encode(), password.encode(),
+                                                 stored or b""]), hashlib.sha256).digest()
         with self._lock:
-            if digest in self._verified:
+            if stored is not None and digest in self._verified:
                 return user
+        self._refuse_if_failing(client)
+        if not self._checks.acquire(blocking=False):
+            raise Throttled("too many password checks at once", 1)
         try:
-            ok = bcrypt.checkpw(password.encode(), stored)
+            # An unknown user is checked against a dummy hash of the same cost: the answer
+            # takes as long as for a known user with a wrong password.
+            ok = bcrypt.checkpw(password.encode(), stored or self._dummy) and stored is not None
         except ValueError:  # a malformed hash
             ok = False
+        finally:
+            self._checks.release()
         if ok:
             with self._lock:
                 if len(self._verified) >= _CACHE_LIMIT:
                     self._verified.clear()
                 self._verified.add(digest)
             return user
+        self._record_failure(client)
         return None
+
+    def _refuse_if_failing(self, client: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            recent = [t for t in self._failures.get(client, ()) if now - t < self.failure_window]
+            if recent:
+                self._failures[client] = recent
+            else:
+                self._failures.pop(client, None)
+            if len(recent) >= self.max_failures:
+                wait = int(self.failure_window - (now - recent[0])) + 1
+                raise Throttled(f"{len(recent)} failed logins from this address", wait)
+
+    def _record_failure(self, client: str) -> None:
+        with self._lock:
+            self._failures.setdefault(client, []).append(time.monotonic())
+            self._failures.move_to_end(client)
+            while len(self._failures) > _TRACKED_CLIENTS:
+                self._failures.popitem(last=False)
+            count = len(self._failures[client])
+        if count == self.max_failures:
+            LOG.warning("%d failed logins from %s within %d s: refusing its logins for a "
+                        "while", count, client or "an unknown address", self.failure_window)
+
+
+def _dummy_hash(users: dict[str, bytes]) -> bytes:
+    """A bcrypt hash of a random password, as costly as the users' own hashes."""
+    costs = [int(m.group(1)) for h in users.values() if (m := _COST.match(h))]
+    rounds = max(costs) if costs else 12
+    return bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(max(4, min(rounds, 31))))

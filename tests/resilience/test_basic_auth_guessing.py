@@ -1,0 +1,87 @@
+"""Password guessing against a real API server: no user enumeration by timing, throttling per
+client address, and the unauthenticated ramdisk callback stays fast meanwhile."""
+
+import statistics
+import threading
+import time
+
+import pytest
+import requests
+
+from inspection.db import migration
+from pxe_filter.common.database import create_engine
+from tests.integration.api_helpers import PASSWORD, USER, write_htpasswd
+from tests.integration.pipeline_support import body
+from tests.support.services_procs import start_api
+
+ROUNDS = 12  # a production bcrypt cost: about 0.2 s per check here
+
+
+@pytest.fixture
+def server(tmp_path, sqlite_url, request):
+    migration.upgrade(create_engine(sqlite_url))
+    htpasswd = write_htpasswd(tmp_path / "htpasswd", {USER: PASSWORD}, rounds=ROUNDS)
+    api_options = {"auth_strategy": "http_basic", "http_basic_auth_user_file": htpasswd,
+                   **getattr(request, "param", {})}
+    api = start_api(tmp_path, sqlite_url, extra_conf={"api": api_options})
+    try:
+        api.wait_ready()
+        yield api.url
+    finally:
+        api.stop()
+
+
+def timed_get(url: str, auth: tuple[str, str]) -> tuple[float, int]:
+    start = time.perf_counter()
+    status = requests.get(f"{url}/v1/nodes", auth=auth, timeout=30).status_code
+    return time.perf_counter() - start, status
+
+
+@pytest.mark.parametrize("server", [{"auth_max_failures": 1000}], indirect=True)
+def test_unknown_and_known_users_cost_the_same(server):
+    unknown = [timed_get(server, ("nobody", "guess")) for _ in range(6)]
+    known = [timed_get(server, (USER, "wrong")) for _ in range(6)]
+    assert {status for _, status in unknown + known} == {401}
+    slow_unknown = statistics.median(t for t, _ in unknown)
+    slow_known = statistics.median(t for t, _ in known)
+    # Before: 2 ms for an unknown user, a bcrypt check for a known one.
+    assert 0.5 < slow_unknown / slow_known < 2, (slow_unknown, slow_known)
+
+
+def test_repeated_failures_are_throttled_and_valid_logins_still_work(server):
+    statuses = [timed_get(server, (USER, f"guess-{i}"))[1] for i in range(12)]
+    assert statuses[:10] == [401] * 10 and statuses[10:] == [429, 429]
+    refused = requests.get(f"{server}/v1/nodes", auth=(USER, "guess"), timeout=5)
+    assert int(refused.headers["Retry-After"]) > 0
+    assert "Too many login attempts" in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("server", [{"auth_max_failures": 1000000}], indirect=True)
+def test_callback_stays_fast_while_eight_clients_guess(server):
+    stop = threading.Event()
+
+    def guess(worker: int) -> None:
+        attempt = 0
+        while not stop.is_set():
+            attempt += 1
+            requests.get(f"{server}/v1/nodes", auth=(USER, f"{worker}-{attempt}"), timeout=30)
+
+    guessers = [threading.Thread(target=guess, args=(n,), daemon=True) for n in range(8)]
+    for thread in guessers:
+        thread.start()
+    time.sleep(1.0)  # let the guessers fill the server
+    data = body("bios-vm-x86_64")  # an unknown machine: a lookup, then the generic 404
+    latencies = []
+    try:
+        for _ in range(30):
+            start = time.perf_counter()
+            resp = requests.post(f"{server}/v1/continue_inspection", json=data, timeout=30)
+            latencies.append(time.perf_counter() - start)
+            assert resp.status_code == 404, resp.text
+    finally:
+        stop.set()
+        for thread in guessers:
+            thread.join(30)
+    p50 = statistics.median(latencies)
+    print(f"callback p50 under guessing: {p50 * 1000:.1f} ms")
+    assert p50 < 0.05, sorted(latencies)
