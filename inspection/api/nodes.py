@@ -9,7 +9,7 @@ from inspection import inspect_control, locking, states
 from inspection.api.context import bool_arg, ctx, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, stored_inventory
-from inspection.api.views import node_view
+from inspection.api.views import mask_secrets, node_view
 from inspection.db.models import (
     INSPECTION_STATES,
     MANAGEABLE,
@@ -178,4 +178,6 @@ def node_inventory(node_ident: str) -> Response:
         row = stored_inventory(session, node)
         if row is None:
             raise ApiError(404, f"Node {node.uuid} has no stored inventory")
-        return jsonify({"inventory": row.inventory_data, "plugin_data": row.plugin_data})
+        # As the ramdisk sent them, secrets masked: a BMC password, a token, a URL password.
+        return jsonify({"inventory": mask_secrets(row.inventory_data),
+                        "plugin_data": mask_secrets(row.plugin_data)})

@@ -220,8 +220,10 @@ class RulesEngine:
                 cop.func(ctx, *args, **kwargs)
         except InspectionFailed as exc:
             if trace is None:
-                self.log.error("inspection rule %s failed inspection of node %s: %s",
-                               rule.uuid, ctx.node.uuid if ctx.node else None, exc)
+                # A sensitive rule's message may quote secrets: the UUID only.
+                self.log.error("inspection rule %s failed inspection of node %s%s",
+                               rule.uuid, ctx.node.uuid if ctx.node else None,
+                               "" if rule.sensitive else f": {exc}")
             raise InspectionFailed(str(exc), rule.uuid, cop.index) from None
         except Exception as exc:
             if rule.sensitive:

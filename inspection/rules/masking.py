@@ -12,7 +12,10 @@ from typing import Any
 
 from inspection.common.url_credentials import has_url_password, mask_url_passwords
 
+#: What rules read in place of a secret (the rules specification's mask).
 MASK = "***"
+#: What the API and logs show in place of a secret (Ironic's mask string).
+DISPLAY_MASK = "******"
 
 SECRET_WORDS = ("password", "passwd", "passphrase", "secret", "token", "credential",
                 "private_key", "privatekey", "api_key", "apikey", "auth_key", "psk")
@@ -44,21 +47,22 @@ def has_secrets(value: Any) -> bool:
     return False
 
 
-def masked(value: Any) -> Any:
-    """``value`` itself when it holds no secret, else a copy with every secret replaced."""
+def masked(value: Any, mask: str = MASK) -> Any:
+    """``value`` itself when it holds no secret, else a copy with every secret (the value of a
+    secret-named key, the password of a URL) replaced by ``mask``."""
     if not has_secrets(value):
         return value
-    return _mask_copy(value)
+    return _mask_copy(value, mask)
 
 
-def _mask_copy(value: Any) -> Any:
+def _mask_copy(value: Any, mask: str) -> Any:
     if isinstance(value, dict):
-        return {key: (MASK if is_secret_key(key) and sub is not None else _mask_copy(sub))
-                for key, sub in value.items()}
+        return {key: (mask if is_secret_key(key) and sub not in (None, "")
+                      else _mask_copy(sub, mask)) for key, sub in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_mask_copy(sub) for sub in value]
+        return [_mask_copy(sub, mask) for sub in value]
     if isinstance(value, str):
-        return mask_url_passwords(value, MASK)
+        return mask_url_passwords(value, mask)
     return value
 
 
