@@ -1,5 +1,6 @@
 """``/v1/nodes``: list, create, show, delete, provision state changes, stored inventory."""
 
+import re
 import uuid as uuidlib
 
 import sqlalchemy as sa
@@ -28,6 +29,8 @@ DEFAULT_INSPECT_INTERFACE = "agent"
 #: States a node may be moved to ``manageable`` from with target "manage" (as in Ironic;
 #: we cannot check the BMC credentials the way Ironic's "verifying" state does).
 _DICT_FIELDS = ("driver_info", "properties", "extra", "instance_info")
+#: Ironic's logical node names: RFC 3986 unreserved characters, so they fit in a URL path.
+_NAME = re.compile(r"[A-Za-z0-9._~-]{1,255}")
 _STR_FIELDS = {"name": 255, "driver": 255, "inspect_interface": 255, "resource_class": 80,
                "conductor_group": 255}
 _CREATE_FIELDS = {"uuid", *_DICT_FIELDS, *_STR_FIELDS}
@@ -64,6 +67,9 @@ def _check_create(body: dict) -> list[str]:
             problems.append(f"{name}: must be an object")
     name = body.get("name")
     if isinstance(name, str):
+        if not _NAME.fullmatch(name):
+            problems.append("name: may hold only letters, digits and '-', '.', '_', '~' "
+                            "(Ironic's logical names: RFC 3986 unreserved characters)")
         try:
             uuidlib.UUID(name)
             problems.append("name: must not be a UUID (nodes are found by UUID or name)")
