@@ -68,6 +68,16 @@ inspection_rules_opts = [
     cfg.StrOpt("mask_secrets", default="always", choices=["always", "never", "sensitive"],
                help="Mask secrets in rule interpolation and logs: always, never, or only for "
                     "sensitive rules."),
+    cfg.IntOpt("max_loop_items", default=10000, min=1,
+               help="Most items a rule's loop may go over; more fails the inspection."),
+    cfg.IntOpt("max_value_size", default=64 * 1024, min=1024,
+               help="Largest value (bytes of JSON) one rule action may write."),
+    cfg.IntOpt("max_node_size", default=1024 * 1024, min=4096,
+               help="Most bytes of JSON rules may write per callback, and the largest "
+                    "node (driver_info, properties, extra, instance_info) they may leave."),
+    cfg.FloatOpt("max_seconds", default=5.0, min=0.1,
+                 help="Longest time the rules of one callback may run (the early phase "
+                      "counts on its own: it runs in the API request)."),
     cfg.ListOpt("supported_interfaces", default=["^(agent|inspector)$"],
                 help="Inspect interfaces for which rules run: names or regular expressions "
                      "matched against the whole interface name ('.*' runs rules for every "

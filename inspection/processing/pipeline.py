@@ -36,8 +36,12 @@ from inspection.rules import (
     RulesEngine,
     interface_supported,
 )
+from inspection.rules.limits import Budget, node_size
 
 LOG = logging.getLogger(__name__)
+
+#: The node columns whose size [inspection_rules]max_node_size bounds.
+_NODE_JSON = ("driver_info", "properties", "extra", "instance_info")
 
 #: Longest database error text kept in last_error (the rest is in the log).
 _MAX_DB_ERROR = 300
@@ -77,10 +81,11 @@ def rule_failure_message(exc: RuleExecutionError, phase: str,
 
 
 def apply_rules(engine: RulesEngine, rules: Sequence[Rule], phase: str, *, inventory: dict,
-                plugin_data: dict, node: OrmNode | None) -> list[str]:
+                plugin_data: dict, node: OrmNode | None,
+                budget: Budget | None = None) -> list[str]:
     """Run one phase of rules; :class:`StageFailed` when a rule fails inspection or breaks."""
     try:
-        return engine.apply(rules, phase, inventory, plugin_data, node)
+        return engine.apply(rules, phase, inventory, plugin_data, node, budget=budget)
     except RuleExecutionError as exc:
         raise StageFailed(f"{phase} rules", rule_failure_message(exc, phase, rules)) from None
 
@@ -132,16 +137,25 @@ class Pipeline:
                       "supported_interfaces; no rules run", node.uuid, node.inspect_interface)
 
         self._hooks("preprocess", run_preprocess, ctx)
+        budget = Budget(self.engine.limits)  # both phases of this callback share it
         if with_rules:
             self._stage("preprocess rules", lambda: apply_rules(
                 self.engine, rules.get("preprocess", []), "preprocess", inventory=inventory,
-                plugin_data=ctx.plugin_data, node=OrmNode(session, node, ctx.edit)))
+                plugin_data=ctx.plugin_data, node=OrmNode(session, node, ctx.edit),
+                budget=budget))
         self._hooks("main", run_hooks, ctx)
         if with_rules:
             # The hooks' editor: it tracks the ports they added or deleted.
             self._stage("main rules", lambda: apply_rules(
                 self.engine, rules.get("main", []), "main", inventory=inventory,
-                plugin_data=ctx.plugin_data, node=OrmNode(session, node, ctx.edit)))
+                plugin_data=ctx.plugin_data, node=OrmNode(session, node, ctx.edit),
+                budget=budget))
+            size = node_size({name: getattr(node, name) for name in _NODE_JSON})
+            if size > self.engine.limits.max_node_size:
+                raise StageFailed("main rules", f"the node would store {size} bytes of JSON "
+                                                f"fields, more than [inspection_rules]"
+                                                f"max_node_size = "
+                                                f"{self.engine.limits.max_node_size}")
         self._stage("storing the inspection data", self._store, session, node, inventory,
                     ctx.plugin_data)
         return ctx

@@ -44,6 +44,7 @@ from inspection.rules import (
     RuleValidationError,
     load_built_in_rules,
 )
+from inspection.rules.limits import Limits
 from pxe_filter.broadcast import FilterNotifier, NodePorts
 from pxe_filter.common.config import ConfigError
 from pxe_filter.common.database import engine_from_conf
@@ -155,7 +156,8 @@ class InspectionService:
         self.notifier = notifier
         self.host = conf.host
         self.sessions = sessionmaker(engine, expire_on_commit=False)
-        self.rules_engine = RulesEngine(conf.inspection_rules.mask_secrets)
+        self.rules_engine = RulesEngine(conf.inspection_rules.mask_secrets,
+                                        limits=Limits.from_conf(conf))
         repository = RuleRepository(built_in_rules, conf.inspection_rules.default_scope)
         self.rules = RuleCache(repository, self.rules_engine)
         self.pipeline = Pipeline(conf, hooks, self.rules_engine)

@@ -21,6 +21,7 @@ from inspection.rules.errors import (
     RuleValidationError,
     TemplateError,
 )
+from inspection.rules.limits import Budget, Limits, RuleLimitExceeded
 from inspection.rules.masking import MASK, is_secret_key, masked, should_mask
 from inspection.rules.model import PHASES, Rule, sort_rules
 from inspection.rules.validation import _check
@@ -87,8 +88,9 @@ class RulesEngine:
     """Runs rules; ``mask_secrets`` is ``[inspection_rules]mask_secrets``."""
 
     def __init__(self, mask_secrets: str = "always", registry: ActionRegistry | None = None,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None, limits: Limits | None = None) -> None:
         self.mask_secrets = mask_secrets
+        self.limits = limits or Limits()
         self.registry = registry or default_registry()
         self.log = logger or LOG
 
@@ -109,11 +111,14 @@ class RulesEngine:
                            and (r.scope is None or r.scope == scope)])
 
     def apply(self, rules: Iterable[Rule], phase: str, inventory: dict, plugin_data: dict,
-              node: NodeAdapter | None = None) -> list[str]:
+              node: NodeAdapter | None = None, *, budget: Budget | None = None) -> list[str]:
         """Run the matching rules of ``phase``; return the UUIDs of rules whose actions ran.
 
-        Raises :class:`InspectionFailed` (the ``fail`` action) or :class:`RuleExecutionError`.
+        ``budget`` is shared by the phases of one callback (a new one when not given).
+        Raises :class:`InspectionFailed` (the ``fail`` action) or :class:`RuleExecutionError`
+        (:class:`RuleLimitExceeded` past the limits).
         """
+        budget = budget or Budget(self.limits)
         if phase not in PHASES:
             raise ValueError(f"unknown phase {phase!r}")
         if phase != "early" and node is None:
@@ -122,6 +127,7 @@ class RulesEngine:
         node_uuid = node.uuid if node is not None else None
         applied = []
         for rule in self.select(rules, phase, node):
+            budget.check_time(rule.uuid)
             try:
                 compiled = self.compiled(rule)
             except RuleValidationError as exc:
@@ -131,7 +137,7 @@ class RulesEngine:
             mask = should_mask(self.mask_secrets, rule.sensitive)
             scope = _make_scope(inventory, plugin_data, node, mask)
             display = scope if mask else scope.masking(True)
-            if not all(self._condition(rule, c, scope, display, None)
+            if not all(self._condition(rule, c, scope, display, None, budget=budget)
                        for c in compiled.conditions):
                 continue
             self.log.info("inspection rule %s matched on node %s (phase %s)",
@@ -139,12 +145,14 @@ class RulesEngine:
             ctx = ActionContext(node, inventory, plugin_data, rule.uuid, rule.sensitive,
                                 self.log)
             for action in compiled.actions:
-                self._action(rule, action, scope, display=display, ctx=ctx, trace=None)
+                self._action(rule, action, scope, display=display, ctx=ctx, trace=None,
+                             budget=budget)
             applied.append(rule.uuid)
         return applied
 
     def _condition(self, rule: Rule, cop: CompiledOp, scope: template.Scope,
-                   display: template.Scope, trace: list | None) -> bool:
+                   display: template.Scope, trace: list | None, *,
+                   budget: Budget | None = None) -> bool:
         entry: dict[str, Any] = {"op": cop.op}
         try:
             if cop.loop is None:
@@ -153,6 +161,8 @@ class RulesEngine:
                 result = self._call(cop, scope)
             else:
                 items = self._items(cop, scope, lenient=True)
+                if budget is not None:
+                    budget.check_loop(len(items), rule.uuid)
                 if cop.multiple == "first":
                     items = items[:1]
                 elif cop.multiple == "last":
@@ -160,6 +170,8 @@ class RulesEngine:
                 results = []
                 iterations = entry["iterations"] = []
                 for item in items:
+                    if budget is not None:
+                        budget.check_time(rule.uuid)
                     one = self._call(cop, scope.with_item(item))
                     results.append(one)
                     if trace is not None:
@@ -174,6 +186,8 @@ class RulesEngine:
                 else:
                     result = bool(results) and results[0]
             result = (not result) if cop.negated else bool(result)
+        except RuleLimitExceeded:
+            raise  # a limit fails the inspection, it does not just skip the rule
         except Exception as exc:  # data the condition cannot judge: the rule does not match
             result = False
             entry["error"] = str(exc)
@@ -207,17 +221,27 @@ class RulesEngine:
         raise ActionError(f"loop must evaluate to a list, got {type(items).__name__}")
 
     def _action(self, rule: Rule, cop: CompiledOp, scope: template.Scope, *,
-                display: template.Scope, ctx: ActionContext, trace: list | None) -> None:
+                display: template.Scope, ctx: ActionContext, trace: list | None,
+                budget: Budget | None = None) -> None:
         try:
             items = [None] if cop.loop is None else self._items(cop, scope, lenient=False)
+            if budget is not None:
+                budget.check_loop(len(items), rule.uuid)
             for item in items:
                 run_scope, shown = scope, display
                 if cop.loop is not None:
                     run_scope, shown = scope.with_item(item), display.with_item(item)
                 args, kwargs = cop.call_args(run_scope, lenient=False, display=shown)
+                if budget is not None:
+                    budget.check_time(rule.uuid)
+                    budget.check_write([args, kwargs], rule.uuid)
                 if trace is not None:
                     trace.append({"op": cop.op, "args": _display_args(cop, shown)})
                 cop.func(ctx, *args, **kwargs)
+        except RuleLimitExceeded as exc:
+            if trace is None:
+                self.log.error("%s", exc)
+            raise
         except InspectionFailed as exc:
             if trace is None:
                 # A sensitive rule's message may quote secrets: the UUID only.
