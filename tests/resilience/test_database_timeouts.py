@@ -7,36 +7,30 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from inspection.db import migration
 from pxe_filter.common.database import DatabaseError, create_engine
 from pxe_filter.source import DatabaseSource
 
 LOCK_TIMEOUT = 2
 
 
-@pytest.fixture(params=["postgresql", "mysql", "sqlite"])
-def locked(request, tmp_path):
-    """A migrated database whose ports table another session holds locked."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/locked.sqlite"
-    else:
-        url = request.getfixturevalue("pg_url" if request.param == "postgresql"
-                                      else "mysql_url")
-    admin = create_engine(url)
-    migration.upgrade(admin)
+@pytest.fixture
+def locked(db_url):
+    """A migrated database (each backend in turn) whose ports table another session locks."""
+    admin = create_engine(db_url)
+    backend = admin.dialect.name
     holder = admin.connect()
-    if request.param == "postgresql":
+    if backend == "postgresql":
         holder.execute(sa.text("BEGIN"))
         holder.execute(sa.text("LOCK TABLE ports IN ACCESS EXCLUSIVE MODE"))
-    elif request.param == "mysql":
+    elif backend == "mysql":
         holder.execute(sa.text("LOCK TABLES ports WRITE"))
     else:  # an exclusive transaction: readers wait for the lock
         holder.exec_driver_sql("PRAGMA journal_mode=DELETE")
         holder.exec_driver_sql("BEGIN EXCLUSIVE")
     try:
-        yield url
+        yield db_url
     finally:
-        if request.param == "mysql":
+        if backend == "mysql":
             holder.execute(sa.text("UNLOCK TABLES"))
         holder.rollback()
         holder.close()
