@@ -52,11 +52,6 @@ def allowed(state: str | None, event: str) -> bool:
     return (state or "", event) in TRANSITIONS
 
 
-def sources(event: str) -> list[str]:
-    """The states from which ``event`` is possible, in table order."""
-    return [state for state, ev in TRANSITIONS if ev == event]
-
-
 def apply(node: Node, event: str) -> None:
     """Move ``node`` along ``event`` (in its session, not committed); raises
     :class:`TransitionRefused`."""

@@ -38,7 +38,3 @@ def test_anything_else_is_refused_and_changes_nothing(state, event):
         states.apply(node, event)
     assert exc.value.code == 400 and f'"{event}"' in str(exc.value)
     assert (node.provision_state, node.target_provision_state) == (state, "kept")
-
-
-def test_sources():
-    assert states.sources(states.INSPECT) == ["manageable", "inspect failed"]
