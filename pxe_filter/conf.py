@@ -47,6 +47,12 @@ pxe_filter_opts = [
                     "sync, broadcast and repair; read by 'ironic-pxe-filter status'. "
                     "Default: .ironic-pxe-filter.status.json in the hostsdir (dnsmasq "
                     "ignores dotfiles)."),
+    cfg.PortOpt("prometheus_port", default=0,
+                help="Port on which the daemon serves Prometheus metrics (GET /metrics, "
+                     "names ironic_pxe_filter_*); 0 serves none."),
+    cfg.HostAddressOpt("prometheus_host", default="127.0.0.1",
+                       help="Address the metrics port listens on. The metrics need no "
+                            "login: keep them on a trusted address."),
 ]
 
 

@@ -23,13 +23,14 @@ from pxe_filter.checks import (
     check_sqlite_file,
     warn_conflicts,
 )
-from pxe_filter.common import messaging, systemd
+from pxe_filter.common import messaging, prometheus, systemd
 from pxe_filter.common.database import DatabaseError, check_connection, engine_from_conf
 from pxe_filter.common.lifecycle import EXIT_OK, EXIT_RUNTIME, Lifecycle
 from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.follower import NotificationFollower
 from pxe_filter.healing import SelfHealer
+from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notification_listener import NotificationListener, kombu_urls
 from pxe_filter.selfheal import HostsdirWatcher
 from pxe_filter.source import DatabaseSource
@@ -142,6 +143,7 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
         source.close()
         raise FatalConfigError(str(exc)) from None
     status = state.StatusRecorder(state_path, hostsdir, sync.figures, control.describe)
+    metrics = FilterMetrics(status)
     follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces)
     if notification_url:
         notification_listener = NotificationListener(
@@ -154,8 +156,11 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
     if transport_url:
         from pxe_filter import rpc  # noqa: PLC0415 - oslo.messaging only when configured
 
-        listener = rpc.BroadcastListener(transport_url, conf.host, sync,
-                                         after=lambda: _follow_unknown(source, sync))
+        def after_broadcast() -> None:
+            metrics.broadcast_received()
+            _follow_unknown(source, sync)
+
+        listener = rpc.BroadcastListener(transport_url, conf.host, sync, after=after_broadcast)
     else:
         listener = _NoListener()
     lock = HostsdirLock(hostsdir)
@@ -168,7 +173,7 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
     return Daemon(conf, lifecycle, options, sync=sync, source=source, control=control,
                   status=status, listener=listener, lock=lock, once=once,
                   follower=follower if notification_url else None,
-                  notification_listener=notification_listener)
+                  notification_listener=notification_listener, metrics=metrics)
 
 
 def _follow_unknown(source: DatabaseSource, sync: FilterSync) -> None:
@@ -187,7 +192,7 @@ class Daemon:
                  sync: FilterSync, source: DatabaseSource, control: Control,
                  status: state.StatusRecorder, listener, lock: HostsdirLock,
                  once: bool = False, follower: NotificationFollower | None = None,
-                 notification_listener=None) -> None:
+                 notification_listener=None, metrics: FilterMetrics | None = None) -> None:
         self.conf = conf
         self.lifecycle = lifecycle
         self.options = options
@@ -200,6 +205,10 @@ class Daemon:
         self.follower = follower
         self.notification_listener = notification_listener or _NoListener()
         self.once = once
+        self.metrics = metrics or FilterMetrics(status)
+        self.metrics_server = prometheus.server_for(
+            self.metrics.registry, conf.pxe_filter.prometheus_host,
+            0 if once else conf.pxe_filter.prometheus_port)
         self._warned_purge = False
         sync.on_broadcast = self._after_broadcast
         self.healer = SelfHealer(sync.hostsdir.path, sync, control, status, lock,
@@ -224,6 +233,7 @@ class Daemon:
         Returns the READY status, or (with --once, or stopped meanwhile) the exit status.
         """
         hostsdir = self.sync.hostsdir.path
+        self._start_metrics()
         try:
             # Until the first sync knows better, no unknown MAC may be served.
             self.sync.write_deny_wildcard()
@@ -257,6 +267,15 @@ class Daemon:
                              f"{exc.strerror or exc}") from None
         self._after_sync(result, first=True)
         return result
+
+    def _start_metrics(self) -> None:
+        try:
+            self.metrics_server.start()
+        except OSError as exc:
+            raise FatalConfigError(
+                f"cannot serve metrics on [pxe_filter]prometheus_host:prometheus_port "
+                f"{self.conf.pxe_filter.prometheus_host}:{self.conf.pxe_filter.prometheus_port}"
+                f": {exc.strerror or exc}") from None
 
     def _start_dnsmasq(self) -> None:
         """After the first sync: start dnsmasq, or make a running one re-read everything."""
@@ -329,11 +348,13 @@ class Daemon:
         elif result.purged:
             self.status.dnsmasq_event("reload", f"purged {result.purged} file(s)")
         self._log_sync(result, first)
+        self.metrics.sync(result)
         self.status.sync(result, first)
 
     def _after_broadcast(self, result: BroadcastResult) -> None:
         if result.written > self._threshold():
             self._reload_dnsmasq(f"a broadcast rewrote {result.written} files")
+        self.metrics.broadcast(result)
         self.status.broadcast(result)
 
     # -- running -----------------------------------------------------------------------
@@ -419,6 +440,7 @@ class Daemon:
         self.listener.stop()
         self.watcher.stop()
         self.control.stop()
+        self.metrics_server.stop()
         if self.status.data.get("ready"):
             self.status.stopped()
         self.healer.lock.release()

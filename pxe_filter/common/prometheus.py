@@ -1,0 +1,68 @@
+"""Serving a Prometheus registry on its own port (the filter daemon and the worker).
+
+Each process keeps a registry of its own (never prometheus_client's global one), so that
+only the metrics that process produces are exported, and tests can run several in one
+interpreter.
+"""
+
+import logging
+import threading
+
+from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+
+LOG = logging.getLogger(__name__)
+
+
+def new_registry() -> CollectorRegistry:
+    """A registry with the process's CPU, memory and file-descriptor figures in it."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    return registry
+
+
+class MetricsServer:
+    """``GET /metrics`` (Prometheus text format) over HTTP on ``host:port``, in a thread."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+        self.registry = registry
+        self.host = host
+        self.port = port
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Listen; raises OSError (address in use, not an address of this machine)."""
+        self._server, self._thread = start_http_server(self.port, addr=self.host,
+                                                       registry=self.registry)
+        LOG.info("Prometheus metrics on http://%s:%d/metrics",
+                 f"[{self.host}]" if ":" in self.host else self.host,
+                 self._server.server_port)
+
+    def stop(self) -> None:
+        """Stop listening; never raises."""
+        if self._server is None:
+            return
+        try:
+            self._server.shutdown()
+            self._server.server_close()
+        except OSError as exc:
+            LOG.warning("Stopping the metrics server: %s", exc)
+        if self._thread is not None:
+            self._thread.join(5)
+        self._server = self._thread = None
+
+
+class NoMetricsServer:
+    """Metrics are off (port 0)."""
+
+    def start(self) -> None:
+        """Nothing to start."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+
+def server_for(registry: CollectorRegistry, host: str, port: int
+               ) -> MetricsServer | NoMetricsServer:
+    """A server for ``registry`` when ``port`` is set, else one that does nothing."""
+    return MetricsServer(registry, host, port) if port else NoMetricsServer()

@@ -1,0 +1,153 @@
+"""The daemon's Prometheus metrics (``ironic_pxe_filter_*``).
+
+Most are read at scrape time from the figures the daemon keeps for ``ironic-pxe-filter
+status`` (:class:`pxe_filter.state.StatusRecorder`), so the two never disagree; only what the
+status does not accumulate (sync durations, files written, broadcast entries) is counted
+here, by the daemon calling :meth:`FilterMetrics.sync` and :meth:`FilterMetrics.broadcast`.
+"""
+
+import datetime
+import re
+from collections.abc import Iterator
+
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from pxe_filter.common.prometheus import new_registry
+from pxe_filter.state import StatusRecorder
+
+PREFIX = "ironic_pxe_filter_"
+#: Full syncs take milliseconds (small sites) to seconds (100,000 ports).
+SYNC_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+def _epoch(iso: object) -> float | None:
+    try:
+        return datetime.datetime.fromisoformat(str(iso)).timestamp()
+    except ValueError:
+        return None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+class StatusCollector(Collector):
+    """Exports the status figures as they are at scrape time."""
+
+    def __init__(self, status: StatusRecorder) -> None:
+        self.status = status
+
+    def collect(self) -> Iterator[Metric]:
+        """One metric family per figure of the status."""
+        data = self.status.snapshot()
+        yield _gauge("ready", "1 once the first full sync is done", int(bool(data["ready"])))
+        yield _counter("syncs", "Full syncs done", data["syncs"])
+        last = data.get("last_sync") or {}
+        if last:
+            yield _gauge("last_sync_timestamp_seconds", "When the last full sync ended",
+                         _epoch(last.get("at")))
+            yield _gauge("last_sync_duration_seconds", "How long the last full sync took",
+                         last.get("duration_s"))
+        yield _gauge("allowed_macs", "MACs whose file serves them (held policy)",
+                     data["allowed"])
+        yield _gauge("denied_macs", "MACs whose file refuses them (held policy)",
+                     data["denied"])
+        if data.get("wildcard") is not None:
+            yield _gauge("unknown_macs_allowed", "1 if MACs without a file of their own are "
+                         "served (the wildcard file)", int(data["wildcard"] == "allow"))
+        yield _counter("repairs", "Files put back after someone else changed them",
+                       data["repaired"])
+        errors = data.get("errors") or {}
+        yield _counter("errors", "Errors counted in the status (failed syncs, writes, "
+                       "dnsmasq control)", errors.get("count", 0))
+        dnsmasq = data.get("dnsmasq") or {}
+        yield _counter("dnsmasq_reloads", "dnsmasq reloads (SIGHUP) done by the daemon",
+                       dnsmasq.get("reloads", 0))
+        yield _counter("dnsmasq_restarts", "Restarts of a dnsmasq that exited",
+                       dnsmasq.get("restarts", 0))
+        if "running" in dnsmasq:
+            yield _gauge("dnsmasq_running", "1 if the dnsmasq the daemon controls runs",
+                         int(bool(dnsmasq["running"])))
+        # The fail-closed mode may live on the recorder or in its figures.
+        fail_closed = getattr(self.status, "fail_closed", None)
+        if fail_closed is None:
+            fail_closed = data.get("fail_closed", False)
+        yield _gauge("fail_closed", "1 while the daemon refuses every MAC because it cannot "
+                     "trust its view of the database", int(bool(fail_closed)))
+        notes = data.get("notifications")
+        if notes is not None:
+            yield from _notifications(notes)
+
+
+def _notifications(counts: dict[str, int]) -> Iterator[Metric]:
+    received = _counter("notifications_received", "Ironic notifications received",
+                        counts.get("received", 0))
+    handled = CounterMetricFamily(
+        PREFIX + "notifications", "Ironic notifications by outcome (applied, not_relevant, "
+        "ignored) and, for ignored ones, why", labels=["outcome", "reason"])
+    handled.add_metric(["applied", ""], counts.get("applied", 0))
+    handled.add_metric(["not_relevant", ""], counts.get("not relevant", 0))
+    for key, value in sorted(counts.items()):
+        if key.startswith("ignored: "):
+            handled.add_metric(["ignored", _slug(key.removeprefix("ignored: "))], value)
+    yield received
+    yield handled
+
+
+def _gauge(name: str, doc: str, value: object) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, doc,
+                             value=float("nan") if value is None else float(value))
+
+
+def _counter(name: str, doc: str, value: object) -> CounterMetricFamily:
+    return CounterMetricFamily(PREFIX + name, doc, value=float(value or 0))
+
+
+class FilterMetrics:
+    """The daemon's registry: the status figures plus what is counted as it happens."""
+
+    def __init__(self, status: StatusRecorder) -> None:
+        self.registry = new_registry()
+        self.registry.register(StatusCollector(status))
+        self.sync_duration = Histogram(
+            PREFIX + "sync_duration_seconds", "Duration of full syncs (database read, "
+            "policy, files written)", buckets=SYNC_BUCKETS, registry=self.registry)
+        self.files_written = Counter(
+            PREFIX + "files_written", "Files (re)written, by what decided it (sync, or "
+            "broadcast: update_pxe_filters and Ironic notifications)", ["origin"],
+            registry=self.registry)
+        self.files_failed = Counter(
+            PREFIX + "files_failed", "Files that could not be written (retried at the next "
+            "sync), by origin", ["origin"], registry=self.registry)
+        self.broadcasts = Counter(
+            PREFIX + "broadcasts", "update_pxe_filters broadcasts received and applied",
+            registry=self.registry)
+        self.broadcast_macs = Counter(
+            PREFIX + "broadcast_macs", "MACs in broadcasts and notifications applied, by "
+            "decision (allow, deny, rejected: invalid entries)", ["decision"],
+            registry=self.registry)
+        for origin in ("sync", "broadcast"):
+            self.files_written.labels(origin=origin)
+            self.files_failed.labels(origin=origin)
+        for decision in ("allow", "deny", "rejected"):
+            self.broadcast_macs.labels(decision=decision)
+
+    def sync(self, result) -> None:
+        """Count a full sync (a pxe_filter.sync.SyncResult)."""
+        self.sync_duration.observe(result.duration)
+        self.files_written.labels(origin="sync").inc(result.written)
+        self.files_failed.labels(origin="sync").inc(result.failed)
+
+    def broadcast(self, result) -> None:
+        """Count a broadcast or notification applied (a pxe_filter.sync.BroadcastResult)."""
+        self.files_written.labels(origin="broadcast").inc(result.written)
+        self.files_failed.labels(origin="broadcast").inc(result.failed)
+        self.broadcast_macs.labels(decision="allow").inc(result.allowed)
+        self.broadcast_macs.labels(decision="deny").inc(result.denied)
+        self.broadcast_macs.labels(decision="rejected").inc(result.rejected)
+
+    def broadcast_received(self) -> None:
+        """Count an update_pxe_filters broadcast (RPC) applied."""
+        self.broadcasts.inc()
