@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Text, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
-from inspection import bmc
+from inspection import bmc, metrics
 from inspection.db.models import INSPECT_WAIT, Node, Port
 from inspection.errors import BadRequest, NotFound, UnknownMachine
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
@@ -144,6 +144,7 @@ def lookup_node(session: Session, data: LookupData) -> Node:
         raise _not_found(data, f"node {node.uuid} matches but is in state "
                                f"{node.provision_state!r}, not {INSPECT_WAIT!r}")
     LOG.info("Lookup: %s is node %s", data.describe(), node.uuid)
+    metrics.LOOKUPS.labels(method="uuid" if data.node_uuid else "mac" if by_mac else "bmc").inc()
     return node
 
 

@@ -11,6 +11,7 @@ from sqlalchemy.orm import sessionmaker
 from inspection.api import (
     continue_inspection,
     errors,
+    metrics,
     nodes,
     openapi,
     ports,
@@ -108,6 +109,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     errors.register(app)
     _install_auth(app, conf)
     _install_input_checks(app)
+    metrics.install(app)
     for module in (openapi, continue_inspection, rules, nodes, ports):
         app.register_blueprint(module.bp)
     return app

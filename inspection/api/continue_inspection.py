@@ -2,7 +2,7 @@
 
 import logging
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, g, jsonify, request
 
 from inspection.api.context import ctx, json_body
 from inspection.api.dispatch import DispatchError
@@ -25,6 +25,7 @@ def continue_inspection() -> tuple[Response, int]:
         raise ApiError(400, "node_uuid must be a UUID")
     c = ctx()
     accepted = c.service.accept(body, node_uuid=node_uuid)
+    g.discovered = accepted.created  # the callback's outcome in the metrics
     try:
         c.dispatcher.dispatch(accepted.node_uuid, accepted.data)
     except DispatchError:

@@ -67,6 +67,11 @@ class InProcessDispatcher:
         """Finish queued work, then stop the threads."""
         self._pool.shutdown(wait=True)
 
+    def backlog(self) -> int:
+        """Data queued or being processed (for the metrics)."""
+        with self._idle:
+            return self._pending
+
 
 class RpcDispatcher:
     """Casts to the workers with :class:`inspection.worker.rpc.WorkerClient`."""

@@ -19,7 +19,7 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from inspection import locking
+from inspection import locking, metrics
 from inspection.common.untrusted import for_log, last_error_text
 from inspection.db.engine import session_scope
 from inspection.db.models import ENROLL, INSPECT_WAIT, Node
@@ -63,6 +63,7 @@ class Accepted:
 
     node_uuid: str
     data: dict
+    created: bool = False  # enrolled by auto-discovery in this call
 
 
 class RuleCache:
@@ -207,7 +208,8 @@ class InspectionService:
             self._check_unlocked(found.node_id)
         LOG.info("Inspection data accepted for node %s%s", found.node_uuid,
                  " (auto-discovered)" if found.created else "")
-        return Accepted(found.node_uuid, {**plugin_data, "inventory": inventory})
+        return Accepted(found.node_uuid, {**plugin_data, "inventory": inventory},
+                        created=found.created)
 
     def _check_unlocked(self, node_id: int) -> None:
         with self.engine.connect() as conn:
@@ -240,6 +242,7 @@ class InspectionService:
 
     # --- the asynchronous part ---
 
+    @metrics.timed_processing
     def process(self, node_uuid: str, data: dict) -> None:
         """Process accepted data for the node; failures are recorded on the node.
 
@@ -287,6 +290,7 @@ class InspectionService:
         ok, why = is_processable(node)
         if not ok:
             LOG.warning("Not processing inspection data for node %s: %s", node.uuid, why)
+            metrics.processed("skipped")
             return None
         node_id, node_uuid = node.id, node.uuid
         rules = self.rules.by_phase(session)
@@ -311,12 +315,14 @@ class InspectionService:
         else:
             LOG.info("Inspection of node %s finished; state %s", node_uuid,
                      node.provision_state)
+            metrics.processed("finished")
             return ports
         session.rollback()
         node = session.get(Node, node_id)
         if node is None:
             return None
         LOG.warning("Inspection of node %s failed: %s", node_uuid, for_log(message))
+        metrics.processed("failed")
         if node.provision_state == ENROLL:
             # A discovered node stays enrolled (as in Ironic): 'inspect failed' would claim
             # that it was once manageable.

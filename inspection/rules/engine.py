@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from inspection import metrics
 from inspection.rules import paths, template, values
 from inspection.rules.actions import ActionContext, ActionRegistry, default_registry
 from inspection.rules.adapters import InMemoryNode, NodeAdapter
@@ -127,6 +128,7 @@ class RulesEngine:
         node_uuid = node.uuid if node is not None else None
         applied = []
         for rule in self.select(rules, phase, node):
+            metrics.RULES_EVALUATED.labels(phase=phase).inc()
             budget.check_time(rule.uuid)
             try:
                 compiled = self.compiled(rule)
@@ -142,6 +144,7 @@ class RulesEngine:
                 continue
             self.log.info("inspection rule %s matched on node %s (phase %s)",
                           rule.uuid, node_uuid, phase)
+            metrics.RULES_MATCHED.labels(phase=phase).inc()
             ctx = ActionContext(node, inventory, plugin_data, rule.uuid, rule.sensitive,
                                 self.log)
             for action in compiled.actions:

@@ -1,0 +1,80 @@
+"""The inspection service's Prometheus metrics (``ironic_inspection_*``), one registry per process.
+
+The API serves them at ``GET /metrics`` (with its admin authentication), the worker on
+``[worker]prometheus_port``. Processing runs where its metrics are counted: in the worker,
+or in the API itself in all-in-one mode. This module stands below every layer that counts
+(lookup, rules, processing), so it imports nothing of the service.
+"""
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from pxe_filter.common.prometheus import new_registry
+
+PREFIX = "ironic_inspection_"
+REGISTRY = new_registry()
+
+#: Outcomes of ``POST /v1/continue_inspection`` (the ``outcome`` label).
+CALLBACK_OUTCOMES = ("accepted", "discovered", "bad_request", "not_found", "locked",
+                     "unavailable", "error")
+LOOKUP_METHODS = ("uuid", "mac", "bmc")
+PROCESSED_OUTCOMES = ("finished", "failed", "skipped", "error")
+#: Processing takes tens of milliseconds; a busy database or many rules make it seconds.
+PROCESSING_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+CALLBACKS = Counter(
+    PREFIX + "callbacks", "Ramdisk callbacks (POST /v1/continue_inspection) by outcome",
+    ["outcome"], registry=REGISTRY)
+LOOKUPS = Counter(
+    PREFIX + "lookups", "Nodes found for inspection data, by what decided (uuid, mac, bmc)",
+    ["method"], registry=REGISTRY)
+RULES_EVALUATED = Counter(
+    PREFIX + "rules_evaluated", "Inspection rules whose conditions were evaluated, by phase",
+    ["phase"], registry=REGISTRY)
+RULES_MATCHED = Counter(
+    PREFIX + "rules_matched", "Inspection rules whose conditions held (actions ran), by phase",
+    ["phase"], registry=REGISTRY)
+PROCESSED = Counter(
+    PREFIX + "processed", "Inspection data processed, by outcome (finished, failed: the node "
+    "records why, skipped: the node was not waiting, error: database or reservation)",
+    ["outcome"], registry=REGISTRY)
+PROCESSING_SECONDS = Histogram(
+    PREFIX + "processing_duration_seconds", "Time to process one node's inspection data "
+    "(reservation, hooks, rules, commit)", buckets=PROCESSING_BUCKETS, registry=REGISTRY)
+IN_PROGRESS = Gauge(
+    PREFIX + "processing_in_progress", "Inspection data being processed right now",
+    registry=REGISTRY)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def timed_processing(func: F) -> F:
+    """Decorate the processing entry point: duration, in progress, errors it raises."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        IN_PROGRESS.inc()
+        try:
+            return func(*args, **kwargs)
+        except Exception:
+            PROCESSED.labels(outcome="error").inc()
+            raise
+        finally:
+            IN_PROGRESS.dec()
+            PROCESSING_SECONDS.observe(time.monotonic() - started)
+    return wrapper  # type: ignore[return-value]
+
+
+def processed(outcome: str) -> None:
+    """Count one processing run that ended with ``outcome`` (see PROCESSED_OUTCOMES)."""
+    PROCESSED.labels(outcome=outcome).inc()
+
+
+def show_processing() -> None:
+    """Make the processing outcomes appear (at zero) in a process that processes."""
+    for outcome in PROCESSED_OUTCOMES:
+        PROCESSED.labels(outcome=outcome)
