@@ -117,6 +117,15 @@ api_opts = [
                     "[DEFAULT]transport_url unset)."),
 ]
 
+worker_opts = [
+    cfg.PortOpt("prometheus_port", default=0,
+                help="Port on which ironic-inspection-worker serves Prometheus metrics (GET "
+                     "/metrics, names ironic_inspection_*); 0 serves none."),
+    cfg.HostAddressOpt("prometheus_host", default="127.0.0.1",
+                       help="Address the worker's metrics port listens on. The metrics need "
+                            "no login: keep them on a trusted address."),
+]
+
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register every inspection option group on ``conf`` (idempotent)."""
@@ -126,6 +135,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(inspector_opts, group="inspector")
     conf.register_opts(inspection_rules_opts, group="inspection_rules")
     conf.register_opts(api_opts, group="api")
+    conf.register_opts(worker_opts, group="worker")
     shared.register_shared_opts(conf)
 
 
@@ -138,5 +148,6 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         ("inspector", inspector_opts),
         ("inspection_rules", inspection_rules_opts),
         ("api", api_opts),
+        ("worker", worker_opts),
         ("pxe_filter", [shared.supported_inspect_interfaces_opt]),
     ]

@@ -18,9 +18,9 @@ import sqlalchemy as sa
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from inspection import locking
+from inspection import locking, metrics
 from inspection.common.url_credentials import mask_url_passwords
-from pxe_filter.common import config, lifecycle, messaging, systemd
+from pxe_filter.common import config, lifecycle, messaging, prometheus, systemd
 from pxe_filter.common.database import (
     DatabaseError,
     check_connection,
@@ -64,6 +64,7 @@ class Worker:
         self.server = None
         self.timeout_task = None
         self.notifier = None
+        self.metrics_server = None
 
     def start(self) -> str | int:
         """Connect, load the pipeline, clear own stale reservations, consume; ServiceError.
@@ -88,6 +89,7 @@ class Worker:
             raise ServiceError(f"database {describe_url(self.engine.url)} has no schema: run "
                                f"'ironic-inspection dbsync --config-file ...' first")
         service = self._load_service()
+        self._start_metrics()
         locking.clear_stale(self.engine, self.conf.host)
         from inspection.worker import rpc, stale  # noqa: PLC0415 - after backend selection
         from pxe_filter.broadcast import FilterNotifier  # noqa: PLC0415
@@ -143,6 +145,18 @@ class Worker:
         self.transport, self.server = result["transport"], result["server"]
         return not self.life.stopping
 
+    def _start_metrics(self) -> None:
+        opts = self.conf.worker
+        self.metrics_server = prometheus.server_for(metrics.REGISTRY, opts.prometheus_host,
+                                                    opts.prometheus_port)
+        metrics.show_processing()
+        try:
+            self.metrics_server.start()
+        except OSError as exc:
+            raise ServiceError(f"cannot serve metrics on [worker]prometheus_host:"
+                               f"prometheus_port {opts.prometheus_host}:"
+                               f"{opts.prometheus_port}: {exc.strerror or exc}", 2) from None
+
     def _load_service(self):
         from inspection.processing.service import InspectionService  # noqa: PLC0415
 
@@ -171,6 +185,8 @@ class Worker:
         if self.transport is not None:
             self.transport.cleanup()
             LOG.debug("Disconnected from the message bus")
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
         if self.engine is not None:
             self.engine.dispose()
 
