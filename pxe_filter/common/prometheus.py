@@ -8,13 +8,20 @@ interpreter.
 import logging
 import threading
 
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    ProcessCollector,
+    disable_created_metrics,
+    start_http_server,
+)
 
 LOG = logging.getLogger(__name__)
 
 
 def new_registry() -> CollectorRegistry:
     """A registry with the process's CPU, memory and file-descriptor figures in it."""
+    # The *_created series double every counter for what only OpenMetrics scrapers use.
+    disable_created_metrics()
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
     return registry
