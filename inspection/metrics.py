@@ -78,3 +78,11 @@ def show_processing() -> None:
     """Make the processing outcomes appear (at zero) in a process that processes."""
     for outcome in PROCESSED_OUTCOMES:
         PROCESSED.labels(outcome=outcome)
+    for phase in ("preprocess", "main"):
+        show_rules(phase)
+
+
+def show_rules(phase: str) -> None:
+    """Make the rule counters of ``phase`` appear (at zero) where that phase runs."""
+    RULES_EVALUATED.labels(phase=phase)
+    RULES_MATCHED.labels(phase=phase)

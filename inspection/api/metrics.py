@@ -76,6 +76,7 @@ def install(app: Flask) -> None:
         metrics.CALLBACKS.labels(outcome=outcome)
     for method in metrics.LOOKUP_METHODS:
         metrics.LOOKUPS.labels(method=method)
+    metrics.show_rules("early")  # early rules run in the API's request
     if hasattr(app.extensions[EXTENSION].dispatcher, "backlog"):
         metrics.show_processing()  # all-in-one: this process processes
 
