@@ -77,6 +77,11 @@ def test_demo_enrolls_a_posted_machine_and_denies_its_mac(tmp_path):
         wait_for(lambda: mac_file.exists() and mac_file.read_text() == f"{MAC},ignore\n",
                  15, lambda: f"{mac_file}: {mac_file.exists() and mac_file.read_text()!r}")
         assert processes_using(demo_dir / "demo.conf")  # both services run
+        # A second demo on the same directory would wipe the first one's database: refused.
+        again = subprocess.run([str(REPO / "scripts" / "demo")], capture_output=True,
+                               text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+        assert again.returncode == 1 and "A demo already runs" in again.stderr, again
+        assert mac_file.read_text() == f"{MAC},ignore\n"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
