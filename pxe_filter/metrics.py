@@ -72,6 +72,8 @@ class StatusCollector(Collector):
                          int(bool(dnsmasq["running"])))
         # The fail-closed mode may live on the recorder or in its figures.
         fail_closed = getattr(self.status, "fail_closed", None)
+        if callable(fail_closed):
+            fail_closed = fail_closed()
         if fail_closed is None:
             fail_closed = data.get("fail_closed", False)
         yield _gauge("fail_closed", "1 while the daemon refuses every MAC because it cannot "
