@@ -65,12 +65,14 @@ def test_metrics_need_admin_login_and_count_callbacks_lookups_processing(tmp_pat
 
         resp = requests.post(f"{api.url}/v1/continue_inspection", json=data, timeout=10)
         assert resp.status_code == 202, resp.text
-        done = wait_for(url, lambda s: value(s, "ironic_inspection_processed_total",
-                                             outcome="finished") == 1, timeout=20, auth=auth)
+        # The duration is observed last, when processing returns.
+        done = wait_for(url, lambda s: value(
+            s, "ironic_inspection_processing_duration_seconds_count") == 1, timeout=20,
+            auth=auth)
+        assert value(done, "ironic_inspection_processed_total", outcome="finished") == 1
         assert callbacks(done, "accepted") == 1
         assert value(done, "ironic_inspection_lookups_total", method="mac") == 1
         assert value(done, "ironic_inspection_lookups_total", method="bmc") == 0
-        assert value(done, "ironic_inspection_processing_duration_seconds_count") == 1
         assert value(done, "ironic_inspection_processing_duration_seconds_sum") > 0
         assert value(done, "ironic_inspection_rules_evaluated_total", phase="main") == 1
         assert value(done, "ironic_inspection_rules_matched_total", phase="main") == 1
@@ -92,7 +94,8 @@ def test_discovered_callbacks_are_counted_apart(tmp_path, sqlite_url):
                              timeout=10)
         assert resp.status_code == 202, resp.text
         samples = wait_for(f"{api.url}/metrics", lambda s: value(
-            s, "ironic_inspection_processed_total", outcome="finished") == 1, timeout=20)
+            s, "ironic_inspection_processing_duration_seconds_count") == 1, timeout=20)
+        assert value(samples, "ironic_inspection_processed_total", outcome="finished") == 1
         assert callbacks(samples, "discovered") == 1
         assert callbacks(samples, "accepted") == 0
         assert value(samples, "ironic_inspection_nodes", provision_state="enroll") == 1

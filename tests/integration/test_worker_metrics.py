@@ -32,9 +32,10 @@ def test_worker_serves_processing_metrics_on_its_port(tmp_path, sqlite_url):
 
         resp = requests.post(f"{api.url}/v1/continue_inspection", json=data, timeout=10)
         assert resp.status_code == 202, resp.text
+        # The duration is observed last, when process() returns.
         done = wait_for(worker_url, lambda s: value(
-            s, "ironic_inspection_processed_total", outcome="finished") == 1, timeout=20)
-        assert value(done, "ironic_inspection_processing_duration_seconds_count") == 1
+            s, "ironic_inspection_processing_duration_seconds_count") == 1, timeout=20)
+        assert value(done, "ironic_inspection_processed_total", outcome="finished") == 1
         assert value(done, "ironic_inspection_processing_in_progress") == 0
         assert value(done, "ironic_inspection_callbacks_total", outcome="accepted") is None
 
