@@ -45,6 +45,10 @@ PROCESSED = Counter(
 PROCESSING_SECONDS = Histogram(
     PREFIX + "processing_duration_seconds", "Time to process one node's inspection data "
     "(reservation, hooks, rules, commit)", buckets=PROCESSING_BUCKETS, registry=REGISTRY)
+TIMEOUTS = Counter(
+    PREFIX + "timeouts", "Inspections failed because no data came within "
+    "[inspector]inspect_wait_timeout (counted by the worker that failed them)",
+    registry=REGISTRY)
 IN_PROGRESS = Gauge(
     PREFIX + "processing_in_progress", "Inspection data being processed right now",
     registry=REGISTRY)

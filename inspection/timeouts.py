@@ -15,7 +15,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
-from inspection import locking
+from inspection import locking, metrics
 from inspection.db.engine import session_scope
 from inspection.db.models import INSPECT_WAIT, Node, utcnow
 from inspection.errors import NodeLocked, NotFound
@@ -82,6 +82,7 @@ def _fail_one(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier, no
         ports = fail_inspection(session, node, message)
         node_uuid = node.uuid
     LOG.warning("Node %s: %s", node_uuid, message)
+    metrics.TIMEOUTS.inc()
     notifier.announce(ports)
     return node_uuid
 

@@ -1,8 +1,11 @@
 """The worker's Prometheus endpoint: processing counted where it runs, behind a real API."""
 
+from datetime import timedelta
+
 import requests
 
 from inspection.db import migration
+from inspection.db.models import utcnow
 from pxe_filter.common.database import create_engine
 from tests.integration.node_factory import add_node
 from tests.integration.pipeline_support import body, macs_of
@@ -16,11 +19,14 @@ def test_worker_serves_processing_metrics_on_its_port(tmp_path, sqlite_url):
     migration.upgrade(engine)
     data = body("bios-vm-x86_64")
     add_node(engine, "inspect wait", macs=macs_of(data)[:1])
+    add_node(engine, "inspect wait", inspection_started_at=utcnow() - timedelta(hours=1))
     engine.dispose()
     vhost = services.create_vhost()
     port = free_port()
+    # A 60 s timeout is checked every 6 s: the overdue node fails, the other one is posted.
     worker = start_worker(tmp_path, sqlite_url, vhost,
-                          {"worker": {"prometheus_port": port}})
+                          {"worker": {"prometheus_port": port},
+                           "inspector": {"inspect_wait_timeout": 60}})
     api = start_api(tmp_path, sqlite_url, vhost)
     try:
         worker.wait_ready()
@@ -38,6 +44,8 @@ def test_worker_serves_processing_metrics_on_its_port(tmp_path, sqlite_url):
         assert value(done, "ironic_inspection_processed_total", outcome="finished") == 1
         assert value(done, "ironic_inspection_processing_in_progress") == 0
         assert value(done, "ironic_inspection_callbacks_total", outcome="accepted") is None
+        wait_for(worker_url, lambda s: value(s, "ironic_inspection_timeouts_total") == 1,
+                 timeout=20)
 
         # The API counted the callback and its lookup, but processed nothing itself.
         api_side = scrape(f"{api.url}/metrics")
