@@ -31,6 +31,11 @@ def check_hostsdir(path: str | None) -> str:
         raise FatalConfigError("[pxe_filter]dhcp_hostsdir is not set: set it to the directory "
                                "dnsmasq reads with --dhcp-hostsdir")
     path = os.path.abspath(path)
+    if os.path.islink(path):
+        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is a symbolic link: set "
+                               f"the option to the directory itself "
+                               f"({os.path.realpath(path)}), which is never followed "
+                               f"through a link")
     if not os.path.exists(path):
         raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} does not exist: create it "
                                f"(the directory dnsmasq's --dhcp-hostsdir names) or fix "
@@ -75,18 +80,23 @@ def warn_conflicts(discovery: bool, deny_unknown: bool) -> None:
 
 
 class HostsdirLock:
-    """An flock on a dotfile in the hostsdir, held for the daemon's lifetime."""
+    """An flock on a dotfile in the hostsdir, held for the daemon's lifetime.
 
-    def __init__(self, hostsdir: str) -> None:
+    With ``dir_fd`` (the hostsdir held open) the file is opened relative to it.
+    """
+
+    def __init__(self, hostsdir: str, dir_fd: int | None = None) -> None:
         self.path = os.path.join(hostsdir, LOCK_NAME)
         self.hostsdir = hostsdir
+        self.dir_fd = dir_fd
         self.fd: int | None = None
 
     def acquire(self) -> None:
         """Take the lock or raise FatalError naming the daemon that holds it."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                         0o644)
+            fd = os.open(LOCK_NAME if self.dir_fd is not None else self.path,
+                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644,
+                         dir_fd=self.dir_fd)
         except OSError as exc:
             raise FatalError(f"cannot open lock file {self.path}: {exc.strerror}") from None
         try:

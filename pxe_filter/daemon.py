@@ -33,7 +33,7 @@ from pxe_filter.healing import SelfHealer
 from pxe_filter.notification_listener import NotificationListener, kombu_urls
 from pxe_filter.selfheal import HostsdirWatcher
 from pxe_filter.source import DatabaseSource
-from pxe_filter.sync import BroadcastResult, FilterSync, SyncResult
+from pxe_filter.sync import BroadcastResult, FilterSync, HostsdirSwapped, SyncResult
 
 LOG = logging.getLogger(__name__)
 
@@ -128,9 +128,15 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
         lifecycle.ping()
         return lifecycle.stopping
 
-    sync = FilterSync(source, hostsdir, supported_interfaces=options.supported_interfaces,
-                      discovery_enabled=options.discovery_enabled,
-                      deny_unknown_macs=options.deny_unknown_macs, should_stop=should_stop)
+    try:
+        sync = FilterSync(source, hostsdir, supported_interfaces=options.supported_interfaces,
+                          discovery_enabled=options.discovery_enabled,
+                          deny_unknown_macs=options.deny_unknown_macs, should_stop=should_stop)
+    except OSError as exc:
+        source.close()
+        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {hostsdir} cannot be opened as a "
+                               f"directory ({exc.strerror or exc}): point it at the "
+                               f"directory itself") from None
     def dnsmasq_exited(message: str) -> None:
         # Called from the supervising thread, only after build() returned.
         status.error(message)
@@ -141,7 +147,10 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
     except ControlError as exc:
         source.close()
         raise FatalConfigError(str(exc)) from None
-    status = state.StatusRecorder(state_path, hostsdir, sync.figures, control.describe)
+    # The default state file is a dotfile in the hostsdir: written relative to the held one.
+    status = state.StatusRecorder(
+        state_path, hostsdir, sync.figures, control.describe,
+        dir_fd=None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd))
     follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces)
     if notification_url:
         notification_listener = NotificationListener(
@@ -158,7 +167,7 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
                                          after=lambda: _follow_unknown(source, sync))
     else:
         listener = _NoListener()
-    lock = HostsdirLock(hostsdir)
+    lock = HostsdirLock(hostsdir, sync.hostsdir.dir_fd)
     try:
         lock.acquire()
     except FatalError:
@@ -255,6 +264,9 @@ class Daemon:
         except OSError as exc:
             raise FatalError(f"first sync failed: cannot read {self.sync.hostsdir.path}: "
                              f"{exc.strerror or exc}") from None
+        except HostsdirSwapped as exc:
+            raise FatalError(f"first sync refused: {exc}: point [pxe_filter]dhcp_hostsdir "
+                             f"at the directory itself") from None
         self._after_sync(result, first=True)
         return result
 
@@ -400,6 +412,10 @@ class Daemon:
             LOG.error("Sync failed: cannot list %s: %s; retrying at the next sync",
                       self.sync.hostsdir.path, exc.strerror or exc)
             self.status.error(f"cannot list the hostsdir: {exc.strerror or exc}", write=True)
+            return
+        except HostsdirSwapped:
+            if self.healer.check_hostsdir():  # restores it, or raises FatalError
+                self.watcher.rewatch(self.sync.hostsdir.path)
             return
         self._after_sync(result)
 

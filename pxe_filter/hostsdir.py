@@ -92,7 +92,7 @@ class HostsDir(HostsDirCache):
         removed = []
         for name, mac in files:
             try:
-                os.unlink(os.path.join(self.path, name))
+                os.unlink(name, dir_fd=self.dir_fd)
             except FileNotFoundError:
                 pass
             except OSError as exc:
@@ -125,17 +125,12 @@ class HostsDir(HostsDirCache):
                 report.written += 1
         return report
 
-    def write(self, name: str, mac: str, allow: bool) -> None:
-        """Atomically replace file ``name`` with the allow/deny line of ``mac``.
-
-        ``name`` must be a validated MAC spelling or the wildcard name, never raw input.
-        """
-        final = os.path.join(self.path, name)
-        tmp = os.path.join(self.path, f".{mac if name != WILDCARD else WILDCARD}.tmp")
-        data = content(mac, allow)
+    def _write_file(self, tmp: str, final: str, data: bytes,
+                    before_rename: Callable[[], None] = lambda: None) -> int:
+        """Write ``data`` to dotfile ``tmp``, rename it to ``final``; its inode."""
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644)
+                         | os.O_CLOEXEC, 0o644, dir_fd=self.dir_fd)
             try:
                 os.fchmod(fd, 0o644)  # whatever the umask: dnsmasq may run as another user
                 if os.write(fd, data) != len(data):
@@ -143,20 +138,37 @@ class HostsDir(HostsDirCache):
                 ino = os.fstat(fd).st_ino
             finally:
                 os.close(fd)
-            if self.observer is not None:
-                self.observer.expect(name)  # before the rename: its event may come at once
-            try:
-                os.rename(tmp, final)
-            except OSError:
-                if self.observer is not None:
-                    self.observer.cancel(name)
-                raise
+            before_rename()
+            os.rename(tmp, final, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
         except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=self.dir_fd)
+            raise
+        return ino
+
+    def write(self, name: str, mac: str, allow: bool) -> None:
+        """Atomically replace file ``name`` with the allow/deny line of ``mac``.
+
+        ``name`` must be a validated MAC spelling or the wildcard name, never raw input.
+        """
+        tmp = f".{mac if name != WILDCARD else WILDCARD}.tmp"
+        observer = self.observer
+        announced = False
+
+        def announce() -> None:
+            nonlocal announced
+            if observer is not None:
+                observer.expect(name)  # before the rename: its event may come at once
+                announced = True
+
+        try:
+            ino = self._write_file(tmp, name, content(mac, allow), announce)
+        except OSError:
+            if announced:
+                observer.cancel(name)
             # Unknown now: the next scan reads the file again and the next sync retries.
             self._forget(name)
             self.inodes.pop(name, None)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
             raise
         finally:
             if self._touched is not None:

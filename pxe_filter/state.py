@@ -1,7 +1,8 @@
 """The daemon's figures as a JSON state file, written atomically, read by ``status``.
 
 Written after every sync, broadcast, repair and dnsmasq event. The default path is a dotfile
-in the hostsdir, which dnsmasq ignores and which the service may always write.
+in the hostsdir, which dnsmasq ignores and which the service may always write; it is then
+written relative to the hostsdir the daemon holds open, never through a swapped path.
 """
 
 import contextlib
@@ -33,8 +34,12 @@ class StatusRecorder:
 
     def __init__(self, path: str, hostsdir: str,
                  figures: Callable[[], tuple[int, int, bool | None]],
-                 dnsmasq: Callable[[], dict[str, object]]) -> None:
+                 dnsmasq: Callable[[], dict[str, object]],
+                 dir_fd: Callable[[], int] | None = None) -> None:
         self.path = path
+        # The held hostsdir when ``path`` is the default name in it (asked each time: a
+        # restored hostsdir is held by a new descriptor).
+        self._dir_fd = dir_fd
         self._figures = figures
         self._dnsmasq = dnsmasq
         #: Counts of Ironic notifications (received, applied, ignored: why), when followed.
@@ -137,19 +142,21 @@ class StatusRecorder:
             self._write(self.snapshot())
 
     def _write(self, data: dict[str, object]) -> None:
-        tmp = f"{self.path}.{os.getpid()}.tmp"
+        dir_fd = self._dir_fd() if self._dir_fd is not None else None
+        final = os.path.basename(self.path) if dir_fd is not None else self.path
+        tmp = f"{final}.{os.getpid()}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644)
+                         | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
             with os.fdopen(fd, "w") as stream:
                 os.fchmod(stream.fileno(), 0o644)
                 json.dump(data, stream, indent=1, sort_keys=True)
                 stream.write("\n")
-            os.rename(tmp, self.path)
+            os.rename(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             self._warned = False
         except OSError as exc:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=dir_fd)
             if not self._warned:
                 LOG.warning("Cannot write the state file %s: %s", self.path,
                             exc.strerror or exc)

@@ -27,6 +27,10 @@ LOG = logging.getLogger(__name__)
 FULL_READ_EVERY = 100
 
 
+class HostsdirSwapped(Exception):
+    """The configured hostsdir path no longer names the directory the daemon holds."""
+
+
 @dataclass
 class SyncResult:
     """Outcome of one full sync."""
@@ -147,6 +151,9 @@ class FilterSync:
         self._syncs += 1
         if self._reread_pending or self._syncs % FULL_READ_EVERY == 0:
             result.reread = self._reread_contents()
+        why = self.hostsdir.swapped()
+        if why is not None:
+            raise HostsdirSwapped(f"{self.hostsdir.path} is {why}")
         listing = self.hostsdir.list_entries()
         with self._lock:
             kept = self._merge_broadcasts(desired, snapshot_seq)
@@ -314,8 +321,10 @@ class FilterSync:
         return [name for name, _, _ in changes]
 
     def restore_directory(self) -> int:
-        """Rewrite every file of the held policy into a new or emptied directory."""
+        """Rewrite every file of the held policy into the new or emptied directory now at
+        the hostsdir path (held from now on); raises OSError."""
         with self._sync_lock, self._lock:
+            self.hostsdir.reopen()
             self.hostsdir.invalidate()
             self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
             self.hostsdir.scan()
@@ -356,7 +365,7 @@ def _same_file(hostsdir: HostsDir, name: str) -> bool:
     if ino is None:
         return False
     try:
-        return os.lstat(os.path.join(hostsdir.path, name)).st_ino == ino
+        return hostsdir.lstat(name).st_ino == ino
     except OSError:
         return False
 
