@@ -28,6 +28,7 @@ from pxe_filter.common.database import DatabaseError, check_connection, engine_f
 from pxe_filter.common.lifecycle import EXIT_OK, EXIT_RUNTIME, Lifecycle
 from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
+from pxe_filter.failsafe import FailSafe
 from pxe_filter.follower import NotificationFollower
 from pxe_filter.healing import SelfHealer
 from pxe_filter.notification_listener import NotificationListener, kombu_urls
@@ -211,6 +212,9 @@ class Daemon:
         self.once = once
         self._warned_purge = False
         sync.on_broadcast = self._after_broadcast
+        self.failsafe = FailSafe(sync.hostsdir, control, status,
+                                 reload_dnsmasq=self._reload_dnsmasq, wake=lifecycle.wake)
+        sync.after_writes = self.failsafe.after_writes
         self.healer = SelfHealer(sync.hostsdir.path, sync, control, status, lock,
                                  reload_dnsmasq=self._reload_dnsmasq,
                                  threshold=self._threshold, wake=lifecycle.wake)
@@ -244,6 +248,8 @@ class Daemon:
                  self.source.describe(), f"{period} s" if period else
                  "never: periodic sync disabled", self.control.name)
         result = self._first_sync()
+        if self.failsafe.fatal:
+            raise FatalError(self.failsafe.fatal)
         if self.once or self.lifecycle.stopping:
             return EXIT_RUNTIME if result.failed else EXIT_OK
         self.watcher.start()
@@ -272,6 +278,11 @@ class Daemon:
 
     def _start_dnsmasq(self) -> None:
         """After the first sync: start dnsmasq, or make a running one re-read everything."""
+        self.failsafe.started = True
+        if self.failsafe.halted is not None:
+            LOG.critical("dnsmasq not started: %s; it is started as soon as every denial "
+                         "is written (retried every second)", self.failsafe.halted)
+            return
         try:
             self.control.start()
         except ControlError as exc:
@@ -363,9 +374,12 @@ class Daemon:
                 life.wait(min(timeouts))
             if life.stopping:
                 break
+            if self.failsafe.fatal:
+                raise FatalError(self.failsafe.fatal)
             life.ping(force=True)
             if self.healer.check_hostsdir():
                 self.watcher.rewatch(self.sync.hostsdir.path)
+            self._retry_failed()
             if life.reload_requested:
                 life.reload_requested = False
                 systemd.notify("RELOADING=1", f"MONOTONIC_USEC={_monotonic_usec()}",
@@ -381,6 +395,15 @@ class Daemon:
             else:
                 self._periodic_sync()
             next_sync = time.monotonic() + period if period else None
+
+    def _retry_failed(self) -> None:
+        """While failing closed, retry the failed files every second, not every sync."""
+        if not self.sync.hostsdir.failing:
+            return
+        try:
+            self.sync.retry_failed()
+        except OSError as exc:
+            LOG.debug("Retry of the failed files: cannot list the hostsdir: %s", exc)
 
     def _reload(self, period: int) -> int:
         LOG.info("SIGHUP: re-reading the configuration files")

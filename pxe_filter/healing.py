@@ -135,5 +135,6 @@ class SelfHealer:
                    f"it. Not following it (dnsmasq would read what it points to at its next "
                    f"reload); {stopped}. Put the real directory back at {self.hostsdir}, "
                    f"find who swapped it, then start ironic-pxe-filter again")
-        self.status.error(message, write=True)
+        self.status.error(message)
+        self.status.set_fail_closed(f"exiting: {message}")
         raise FatalError(message)

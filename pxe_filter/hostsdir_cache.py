@@ -91,6 +91,9 @@ class HostsDirCache:
         self.spellings: dict[str, set[str]] = {}  # canonical MAC -> non-canonical file names
         self.loaded = False
         self.reread = 0  # files whose content the last scan read
+        #: Managed files that vanished (deleted, or replaced by a directory) and were not
+        #: written since: dnsmasq may still apply what they said, until it is reloaded.
+        self.vanished: set[str] = set()
         self._noatime = _NOATIME
         # Names written or removed since list_entries() began (None: no listing running),
         # and those of them that were new to the cache. The writer fills them in.
@@ -130,7 +133,7 @@ class HostsDirCache:
     def invalidate(self) -> None:
         """Forget the cache: the next scan re-reads every file's content."""
         for store in (self.inodes, self.allow_names, self.deny_names, self.odd_names,
-                      self.aliases, self.spellings):
+                      self.aliases, self.spellings, self.vanished):
             store.clear()
         self.loaded = False
 
@@ -203,6 +206,7 @@ class HostsDirCache:
             return
         for name in [n for n in self.managed_names() if n not in current]:
             self._forget(name)
+            self.vanished.add(name)
         self.inodes = current
 
     def _classify(self, name: str) -> str | None:
@@ -275,6 +279,8 @@ class HostsDirCache:
         self.reread += 1
         found = self.read_state(name, mac)
         if found is None:
+            if self._lookup(name) is not None:
+                self.vanished.add(name)
             self._forget(name)
         else:
             self._remember(name, mac, found[1])
@@ -392,6 +398,7 @@ class HostsDirCache:
                 return None  # deleted by us (purge), or never one of ours
             self._forget(name)
             self.inodes.pop(name, None)
+            self.vanished.add(name)
             return "deleted", mac
         except OSError:
             return None

@@ -57,7 +57,7 @@ def check_refused(daemon, hostsdir, elsewhere, link) -> None:
     assert files.read(elsewhere / "unknown_hosts_filter") == PLANTED
     # The status file, written in the directory held, says why.
     state = files.read(link / ".ironic-pxe-filter.status.json")
-    assert "is now a symbolic link" in state
+    assert '"fail_closed": true' in state and "is now a symbolic link" in state
 
 
 def test_swapped_hostsdir_without_control_is_refused(tmp_path, db):
