@@ -17,6 +17,7 @@ import pytest
 
 from tests.resilience import filter_rig as rig
 from tests.support import files, services
+from tests.support.daemon import start_filter
 
 pytestmark = pytest.mark.netns
 pytest_plugins = ["tests.support.dhcp_fixtures"]
@@ -204,4 +205,27 @@ def test_squatting_directories_are_denied_through_the_wildcard(tmp_path, db, net
         assert rig.status_json(daemon)["fail_closed"] is False
         assert daemon.stop() == 0, daemon.log_text()
     finally:
+        daemon.stop()
+
+
+def test_without_control_an_unenforceable_denial_exits_1(tmp_path, db):
+    """No [dnsmasq]control to stop dnsmasq: the daemon exits 1 (systemd's BindsTo= then
+    stops dnsmasq) and the state file says why."""
+    victim = rig.add_node(db, "inspect wait", [VICTIM])
+    hostsdir = tmp_path / "hostsdir"
+    hostsdir.mkdir()
+    daemon = start_filter(tmp_path, db, hostsdir, extra_conf={"pxe_filter": {"sync_period": 1}})
+    try:
+        daemon.wait_ready(30)
+        chattr("+i", hostsdir / VICTIM)
+        rig.set_state(db, victim, "manageable")
+        assert daemon.wait(10) == 1, daemon.log_text()
+        log = daemon.log_text()
+        assert f"CRITICAL pxe_filter: cannot deny {VICTIM} (Operation not permitted)" in log
+        assert "exiting so that systemd stops dnsmasq with this service (BindsTo=)" in log
+        state = rig.status_json(daemon)
+        assert state["running"] is False and state["fail_closed"] is True
+        assert state["fail_closed_reason"].startswith("exiting: cannot deny")
+    finally:
+        subprocess.run(["chattr", "-i", str(hostsdir / VICTIM)], capture_output=True)
         daemon.stop()
