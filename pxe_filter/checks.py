@@ -31,6 +31,11 @@ def check_hostsdir(path: str | None) -> str:
         raise FatalConfigError("[pxe_filter]dhcp_hostsdir is not set: set it to the directory "
                                "dnsmasq reads with --dhcp-hostsdir")
     path = os.path.abspath(path)
+    if os.path.islink(path):
+        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is a symbolic link: set "
+                               f"the option to the directory itself "
+                               f"({os.path.realpath(path)}), which is never followed "
+                               f"through a link")
     if not os.path.exists(path):
         raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} does not exist: create it "
                                f"(the directory dnsmasq's --dhcp-hostsdir names) or fix "
@@ -75,18 +80,23 @@ def warn_conflicts(discovery: bool, deny_unknown: bool) -> None:
 
 
 class HostsdirLock:
-    """An flock on a dotfile in the hostsdir, held for the daemon's lifetime."""
+    """An flock on a dotfile in the hostsdir, held for the daemon's lifetime.
 
-    def __init__(self, hostsdir: str) -> None:
+    With ``dir_fd`` (the hostsdir held open) the file is opened relative to it.
+    """
+
+    def __init__(self, hostsdir: str, dir_fd: int | None = None) -> None:
         self.path = os.path.join(hostsdir, LOCK_NAME)
         self.hostsdir = hostsdir
+        self.dir_fd = dir_fd
         self.fd: int | None = None
 
     def acquire(self) -> None:
         """Take the lock or raise FatalError naming the daemon that holds it."""
+        # The lock is held on a read-only descriptor: one open for writing for the
+        # daemon's lifetime would keep the file system from being remounted read-only.
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                         0o644)
+            fd = self._open(os.O_RDONLY | os.O_CREAT)
         except OSError as exc:
             raise FatalError(f"cannot open lock file {self.path}: {exc.strerror}") from None
         try:
@@ -97,14 +107,25 @@ class HostsdirLock:
             raise FatalError(f"another ironic-pxe-filter (pid {owner}) already manages "
                              f"{self.hostsdir} (lock {self.path}): stop it, or give this one "
                              f"its own [pxe_filter]dhcp_hostsdir") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         self.fd = fd
+        self._set_owner(f"{os.getpid()}\n".encode())
+
+    def _open(self, flags: int) -> int:
+        return os.open(LOCK_NAME if self.dir_fd is not None else self.path,
+                       flags | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644, dir_fd=self.dir_fd)
+
+    def _set_owner(self, data: bytes) -> None:
+        """Write the owner's pid (or nothing) into the lock file; best effort."""
+        with contextlib.suppress(OSError):
+            fd = self._open(os.O_WRONLY | os.O_TRUNC)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
 
     def release(self) -> None:
         """Release the lock (the file stays: removing it would race with a new owner)."""
         if self.fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self.fd, 0)
+            self._set_owner(b"")
             os.close(self.fd)
             self.fd = None

@@ -28,13 +28,14 @@ from pxe_filter.common.database import DatabaseError, check_connection, engine_f
 from pxe_filter.common.lifecycle import EXIT_OK, EXIT_RUNTIME, Lifecycle
 from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
+from pxe_filter.failsafe import FailSafe
 from pxe_filter.follower import NotificationFollower
 from pxe_filter.healing import SelfHealer
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notification_listener import NotificationListener, kombu_urls
 from pxe_filter.selfheal import HostsdirWatcher
 from pxe_filter.source import DatabaseSource
-from pxe_filter.sync import BroadcastResult, FilterSync, SyncResult
+from pxe_filter.sync import BroadcastResult, FilterSync, HostsdirSwapped, SyncResult
 
 LOG = logging.getLogger(__name__)
 
@@ -129,9 +130,15 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
         lifecycle.ping()
         return lifecycle.stopping
 
-    sync = FilterSync(source, hostsdir, supported_interfaces=options.supported_interfaces,
-                      discovery_enabled=options.discovery_enabled,
-                      deny_unknown_macs=options.deny_unknown_macs, should_stop=should_stop)
+    try:
+        sync = FilterSync(source, hostsdir, supported_interfaces=options.supported_interfaces,
+                          discovery_enabled=options.discovery_enabled,
+                          deny_unknown_macs=options.deny_unknown_macs, should_stop=should_stop)
+    except OSError as exc:
+        source.close()
+        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {hostsdir} cannot be opened as a "
+                               f"directory ({exc.strerror or exc}): point it at the "
+                               f"directory itself") from None
     def dnsmasq_exited(message: str) -> None:
         # Called from the supervising thread, only after build() returned.
         status.error(message)
@@ -142,7 +149,10 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
     except ControlError as exc:
         source.close()
         raise FatalConfigError(str(exc)) from None
-    status = state.StatusRecorder(state_path, hostsdir, sync.figures, control.describe)
+    # The default state file is a dotfile in the hostsdir: written relative to the held one.
+    status = state.StatusRecorder(
+        state_path, hostsdir, sync.figures, control.describe,
+        dir_fd=None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd))
     metrics = FilterMetrics(status)
     follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces)
     if notification_url:
@@ -163,7 +173,7 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
         listener = rpc.BroadcastListener(transport_url, conf.host, sync, after=after_broadcast)
     else:
         listener = _NoListener()
-    lock = HostsdirLock(hostsdir)
+    lock = HostsdirLock(hostsdir, sync.hostsdir.dir_fd)
     try:
         lock.acquire()
     except FatalError:
@@ -211,6 +221,9 @@ class Daemon:
             0 if once else conf.pxe_filter.prometheus_port)
         self._warned_purge = False
         sync.on_broadcast = self._after_broadcast
+        self.failsafe = FailSafe(sync.hostsdir, control, status,
+                                 reload_dnsmasq=self._reload_dnsmasq, wake=lifecycle.wake)
+        sync.after_writes = self.failsafe.after_writes
         self.healer = SelfHealer(sync.hostsdir.path, sync, control, status, lock,
                                  reload_dnsmasq=self._reload_dnsmasq,
                                  threshold=self._threshold, wake=lifecycle.wake)
@@ -245,6 +258,8 @@ class Daemon:
                  self.source.describe(), f"{period} s" if period else
                  "never: periodic sync disabled", self.control.name)
         result = self._first_sync()
+        if self.failsafe.fatal:
+            raise FatalError(self.failsafe.fatal)
         if self.once or self.lifecycle.stopping:
             return EXIT_RUNTIME if result.failed else EXIT_OK
         self.watcher.start()
@@ -265,6 +280,9 @@ class Daemon:
         except OSError as exc:
             raise FatalError(f"first sync failed: cannot read {self.sync.hostsdir.path}: "
                              f"{exc.strerror or exc}") from None
+        except HostsdirSwapped as exc:
+            raise FatalError(f"first sync refused: {exc}: point [pxe_filter]dhcp_hostsdir "
+                             f"at the directory itself") from None
         self._after_sync(result, first=True)
         return result
 
@@ -279,6 +297,11 @@ class Daemon:
 
     def _start_dnsmasq(self) -> None:
         """After the first sync: start dnsmasq, or make a running one re-read everything."""
+        self.failsafe.started = True
+        if self.failsafe.halted is not None:
+            LOG.critical("dnsmasq not started: %s; it is started as soon as every denial "
+                         "is written (retried every second)", self.failsafe.halted)
+            return
         try:
             self.control.start()
         except ControlError as exc:
@@ -372,9 +395,12 @@ class Daemon:
                 life.wait(min(timeouts))
             if life.stopping:
                 break
+            if self.failsafe.fatal:
+                raise FatalError(self.failsafe.fatal)
             life.ping(force=True)
             if self.healer.check_hostsdir():
                 self.watcher.rewatch(self.sync.hostsdir.path)
+            self._retry_failed()
             if life.reload_requested:
                 life.reload_requested = False
                 systemd.notify("RELOADING=1", f"MONOTONIC_USEC={_monotonic_usec()}",
@@ -390,6 +416,15 @@ class Daemon:
             else:
                 self._periodic_sync()
             next_sync = time.monotonic() + period if period else None
+
+    def _retry_failed(self) -> None:
+        """While failing closed, retry the failed files every second, not every sync."""
+        if not self.sync.hostsdir.failing:
+            return
+        try:
+            self.sync.retry_failed()
+        except OSError as exc:
+            LOG.debug("Retry of the failed files: cannot list the hostsdir: %s", exc)
 
     def _reload(self, period: int) -> int:
         LOG.info("SIGHUP: re-reading the configuration files")
@@ -421,6 +456,10 @@ class Daemon:
             LOG.error("Sync failed: cannot list %s: %s; retrying at the next sync",
                       self.sync.hostsdir.path, exc.strerror or exc)
             self.status.error(f"cannot list the hostsdir: {exc.strerror or exc}", write=True)
+            return
+        except HostsdirSwapped:
+            if self.healer.check_hostsdir():  # restores it, or raises FatalError
+                self.watcher.rewatch(self.sync.hostsdir.path)
             return
         self._after_sync(result)
 

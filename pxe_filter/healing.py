@@ -1,5 +1,6 @@
 """Self-healing: put files others changed back to the policy the daemon holds, and restore a
-hostsdir removed or replaced under dnsmasq's feet.
+hostsdir removed or replaced under dnsmasq's feet. A hostsdir path swapped for a symlink (or
+anything but a directory) is never followed: dnsmasq is stopped and the daemon exits 1.
 
 A collaborator of the daemon: the hostsdir watcher calls :meth:`SelfHealer.repair`,
 :meth:`~SelfHealer.on_overflow` and :meth:`~SelfHealer.on_lost`; the daemon's main loop calls
@@ -9,6 +10,7 @@ A collaborator of the daemon: the hostsdir watcher calls :meth:`SelfHealer.repai
 import logging
 import os
 from collections.abc import Callable
+from typing import NoReturn
 
 from pxe_filter.checks import FatalError, HostsdirLock
 from pxe_filter.dnsmasq.control import Control, ControlError
@@ -18,13 +20,9 @@ from pxe_filter.sync import FilterSync
 LOG = logging.getLogger("pxe_filter.daemon")  # the name operators already grep for
 
 
-def identity(path: str) -> tuple[int, int] | None:
-    """(device, inode) of ``path``, None if it is gone."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
+#: What :meth:`pxe_filter.hostsdir_cache.HostsDirCache.swapped` says of a path that can be
+#: restored (a directory of ours made again); anything else is refused.
+_RESTORABLE = ("missing", "replaced (new inode)")
 
 
 class SelfHealer:
@@ -47,7 +45,6 @@ class SelfHealer:
         self._reload_dnsmasq = reload_dnsmasq
         self._threshold = threshold
         self._wake = wake
-        self._identity = identity(hostsdir)
         self._lost: str | None = None
 
     @property
@@ -57,6 +54,8 @@ class SelfHealer:
 
     def repair(self, names: set[str], content: set[str], wait: bool) -> list[str] | None:
         """Put the named files back to the policy (the watcher's callback)."""
+        if self._lost is not None or self.sync.hostsdir.swapped() is not None:
+            return []  # the directory held is no longer the hostsdir: check_hostsdir decides
         repaired = self.sync.repair(names, content, wait)
         if repaired:
             if len(repaired) > self._threshold():
@@ -79,29 +78,35 @@ class SelfHealer:
     def check_hostsdir(self) -> bool:
         """Restore a removed or replaced hostsdir; True if it was restored (watch it again).
 
-        Raises FatalError when it cannot be restored, or when no dnsmasq control can make
-        dnsmasq watch the restored directory.
+        Raises FatalError when it cannot be restored, when no dnsmasq control can make
+        dnsmasq watch the restored directory, or when the path is now a symlink or not a
+        directory (after stopping dnsmasq: it would follow the path at its next reload).
         """
-        current = identity(self.hostsdir)
-        if self._lost is None and current == self._identity:
+        why = self.sync.hostsdir.swapped()
+        if self._lost is None and why is None:
             return False
-        reason = self._lost or ("missing" if current is None else "replaced (new inode)")
+        reason = why or "replaced (new inode)"
+        noticed = self._lost or "periodic check"
+        if self._lost is not None:
+            reason = f"{reason}; {self._lost}"
         self._lost = None
+        if why is not None and why not in _RESTORABLE:
+            self._refuse(why, noticed)
         LOG.critical("The hostsdir %s was removed or replaced (%s): dnsmasq no longer "
                      "watches it. Restoring its content", self.hostsdir, reason)
         try:
-            if current is None:
+            if why == "missing":
                 os.makedirs(self.hostsdir, mode=0o755, exist_ok=True)
-                os.chmod(self.hostsdir, 0o755)  # noqa: S103 - dnsmasq reads it as its user
-            lock = HostsdirLock(self.hostsdir)
+            written = self.sync.restore_directory()
+            if why == "missing":
+                os.fchmod(self.sync.hostsdir.dir_fd, 0o755)  # dnsmasq reads it as its user
+            lock = HostsdirLock(self.hostsdir, self.sync.hostsdir.dir_fd)
             lock.acquire()
             self.lock.release()
             self.lock = lock
-            written = self.sync.restore_directory()
         except OSError as exc:
             raise FatalError(f"cannot restore the hostsdir {self.hostsdir}: "
                              f"{exc.strerror or exc}") from None
-        self._identity = identity(self.hostsdir)
         LOG.warning("Hostsdir %s restored: %d file(s) written", self.hostsdir, written)
         self.status.error(f"hostsdir {reason}; restored {written} file(s)")
         if not self.control.can_reload:
@@ -116,3 +121,20 @@ class SelfHealer:
         LOG.warning("dnsmasq restarted on the restored hostsdir")
         self.status.dnsmasq_event("restart", f"hostsdir {reason}")
         return True
+
+    def _refuse(self, why: str, noticed: str) -> NoReturn:
+        """The path is a symlink or not a directory: stop dnsmasq, raise FatalError."""
+        stopped = "no [dnsmasq]control: systemd stops dnsmasq with this service (BindsTo=)"
+        if self.control.can_reload:
+            try:
+                self.control.halt()
+                stopped = "dnsmasq stopped"
+            except ControlError as exc:
+                stopped = f"dnsmasq could NOT be stopped ({exc}): stop it by hand"
+        message = (f"the hostsdir {self.hostsdir} is now {why} ({noticed}): someone swapped "
+                   f"it. Not following it (dnsmasq would read what it points to at its next "
+                   f"reload); {stopped}. Put the real directory back at {self.hostsdir}, "
+                   f"find who swapped it, then start ironic-pxe-filter again")
+        self.status.error(message)
+        self.status.set_fail_closed(f"exiting: {message}")
+        raise FatalError(message)

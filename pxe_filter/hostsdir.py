@@ -10,8 +10,9 @@ import contextlib
 import errno
 import logging
 import os
+import stat
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pxe_filter.hostsdir_cache import (
@@ -25,10 +26,15 @@ from pxe_filter.hostsdir_cache import (
 from pxe_filter.policy import DesiredState
 
 # Callers import the file format and the listing from here, with the writer.
-__all__ = ["WILDCARD", "WILDCARD_MAC", "HostsDir", "Listing", "WriteObserver", "WriteReport",
-           "content", "parse"]
+__all__ = ["RESERVE", "WILDCARD", "WILDCARD_MAC", "HostsDir", "Listing", "WriteObserver",
+           "WriteReport", "content", "parse"]
 
 LOG = logging.getLogger(__name__)
+
+#: A pre-written deny wildcard (a dotfile: dnsmasq ignores it). When a denial cannot be
+#: written, renaming it over the wildcard still works: a rename needs no new data blocks.
+RESERVE = f".{WILDCARD}.reserve"
+_RESERVE_DATA = content(WILDCARD_MAC, False)
 
 
 class WriteObserver(Protocol):
@@ -48,14 +54,33 @@ class WriteReport:
     written: int = 0
     failed: int = 0
     interrupted: bool = False
+    #: Names whose denial could not be written and that newly wait on the deny wildcard.
+    closed: list[str] = field(default_factory=list)
+    #: A MAC without a file of its own was left to the deny wildcard: dnsmasq may still
+    #: remember an allow from a file deleted earlier, until it is reloaded.
+    reload_needed: bool = False
+    held: int = 0  # wildcard allows held back while a denial is not on disk
 
 
 class HostsDir(HostsDirCache):
-    """Cached view of a hostsdir and an atomic writer for it. Not thread-safe: callers lock."""
+    """Cached view of a hostsdir and an atomic writer for it. Not thread-safe: callers lock.
+
+    Fails closed: a denial that cannot be written is put on disk another way (the file's
+    deny line written in place, or the pre-written deny wildcard :data:`RESERVE` renamed
+    over the wildcard: neither needs new blocks). What could not be denied on disk at all
+    is listed in :attr:`unenforced`: only stopping dnsmasq then keeps the MAC unserved.
+    """
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.observer: WriteObserver | None = None
+        #: Denials not written, each covered by the deny wildcard: name -> why.
+        self.closed: dict[str, str] = {}
+        #: Allows not written (those MACs are not served): name -> why.
+        self.unserved: dict[str, str] = {}
+        #: Denials neither written nor covered (a file still allows): name -> why.
+        self.unenforced: dict[str, str] = {}
+        self._reported: set[str] = set()  # failures already logged at ERROR
 
     def changes(self, desired: DesiredState) -> list[tuple[str, str, bool]]:
         """(file name, MAC, allow) for every file whose content must change, denials first."""
@@ -92,7 +117,7 @@ class HostsDir(HostsDirCache):
         removed = []
         for name, mac in files:
             try:
-                os.unlink(os.path.join(self.path, name))
+                os.unlink(name, dir_fd=self.dir_fd)
             except FileNotFoundError:
                 pass
             except OSError as exc:
@@ -106,36 +131,169 @@ class HostsDir(HostsDirCache):
             removed.append((name, mac))
         return removed
 
+    @property
+    def failing(self) -> bool:
+        """Some file is not what the policy wants because a write failed."""
+        return bool(self.closed or self.unserved or self.unenforced)
+
     def write_all(self, changes: Iterable[tuple[str, str, bool]],
-                  should_stop: Callable[[], bool] = lambda: False) -> WriteReport:
-        """Write each change; one failure is logged and does not stop the others."""
+                  should_stop: Callable[[], bool] = lambda: False,
+                  full: bool = False) -> WriteReport:
+        """Write each change; one failure is logged and does not stop the others.
+
+        ``full``: ``changes`` covers every file that differs from the whole policy, so the
+        failures found now replace those recorded before.
+        """
         report = WriteReport()
+        if full:
+            self.closed, self.unserved, self.unenforced = {}, {}, {}
         for name, mac, allow in changes:
             if should_stop():
                 report.interrupted = True
                 break
+            if allow and name == WILDCARD and (self.closed or self.unenforced):
+                report.held += 1  # unknown MACs stay denied while a denial is not on disk
+                continue
             try:
                 self.write(name, mac, allow)
             except OSError as exc:
+                reason = exc.strerror or str(exc)
+                if not allow and self._deny_anyway(name, mac, reason, report):
+                    report.written += 1
+                    continue
                 report.failed += 1
-                LOG.error("Cannot write %s (%s): %s; will retry at the next sync",
-                          os.path.join(self.path, name), "allow" if allow else "deny",
-                          exc.strerror or exc)
+                if allow:
+                    self.unserved[name] = reason
+                    self._report(name, f"Cannot write {os.path.join(self.path, name)} "
+                                       f"(allow): {reason}; that MAC is not served until "
+                                       f"it can be written (retried every second)")
             else:
                 report.written += 1
+                for failures in (self.closed, self.unserved, self.unenforced):
+                    failures.pop(name, None)
+                self._reported.discard(name)
+        if full and not report.interrupted:
+            self._reported &= {*self.closed, *self.unserved, *self.unenforced}
         return report
 
-    def write(self, name: str, mac: str, allow: bool) -> None:
-        """Atomically replace file ``name`` with the allow/deny line of ``mac``.
+    def _report(self, name: str, message: str) -> None:
+        """Log a failure at ERROR the first time, at DEBUG while it lasts."""
+        LOG.log(logging.DEBUG if name in self._reported else logging.ERROR, "%s", message)
+        self._reported.add(name)
 
-        ``name`` must be a validated MAC spelling or the wildcard name, never raw input.
+    def _deny_anyway(self, name: str, mac: str, reason: str, report: WriteReport) -> bool:
+        """Deny ``name`` without a new file: its deny line in place, else the wildcard.
+
+        True if ``name`` itself now denies on disk.
         """
-        final = os.path.join(self.path, name)
-        tmp = os.path.join(self.path, f".{mac if name != WILDCARD else WILDCARD}.tmp")
-        data = content(mac, allow)
+        path = os.path.join(self.path, name)
+        if name == WILDCARD:
+            if self._close_wildcard():
+                LOG.warning("Cannot replace %s (%s): denied unknown MACs without a new "
+                            "file instead; free space or fix the file system", path, reason)
+                return True
+            self.unenforced[name] = reason
+            self._report(name, f"Cannot deny unknown MACs in {path}: {reason}")
+            return False
+        if self._deny_in_place(name, mac):
+            LOG.warning("Cannot replace %s (%s): wrote its deny line in place instead; "
+                        "free space or fix the file system", path, reason)
+            return True
+        found = self.read_state(name, mac)
+        if found is not None and found[1] is False:
+            self.inodes[name] = found[0]
+            self._remember(name, mac, False)  # already denies: only the rewrite failed
+            return True
+        self.closed[name] = reason
+        report.closed.append(name)
+        covered = self._close_wildcard()
+        if not covered:
+            self.unenforced[WILDCARD] = reason
+        if found is not None:
+            self.unenforced[name] = reason  # its own file beats the wildcard
+        elif name in self.vanished:
+            report.reload_needed = True
+        self._report(name, f"Cannot write {path} (deny): {reason}. Failing closed: unknown "
+                           f"MACs {'are denied' if covered else 'cannot be denied either'} "
+                           f"until it can be written; free space, make the file system "
+                           f"writable or remove what occupies {path}; retried every second")
+        return False
+
+    def _close_wildcard(self) -> bool:
+        """Make the wildcard deny without writing new data; False if that failed too."""
+        if self.state_of(WILDCARD) is False:
+            return True
+        if self.observer is not None:
+            self.observer.expect(WILDCARD)
+        try:
+            os.rename(RESERVE, WILDCARD, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+            ino = self.lstat(WILDCARD).st_ino
+        except OSError as exc:
+            if self.observer is not None:
+                self.observer.cancel(WILDCARD)
+            LOG.debug("Cannot rename %s over the wildcard: %s", RESERVE, exc)
+            return self._deny_in_place(WILDCARD, WILDCARD_MAC)
+        self._record_write(WILDCARD, ino)
+        self._remember(WILDCARD, WILDCARD_MAC, False)
+        return True
+
+    def _deny_in_place(self, name: str, mac: str) -> bool:
+        """Overwrite the existing regular file ``name`` with its deny line, in place.
+
+        No new inode nor block (the line fits in the file's first block): what a full disk
+        or quota still allows. dnsmasq applies an in-place write at once.
+        """
+        data = content(mac, False)
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=self.dir_fd)
+        except OSError:
+            return False
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or os.pwrite(fd, data, 0) != len(data):
+                return False
+            os.ftruncate(fd, len(data))
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        self._record_write(name, st.st_ino)
+        self._remember(name, mac, False)
+        return True
+
+    def _record_write(self, name: str, ino: int) -> None:
+        """Note a write of ours onto ``name`` outside :meth:`write` (see list_entries())."""
+        if self._touched is not None:
+            self._touched.add(name)
+            if name not in self.inodes:
+                self._touched_new.add(name)
+        self.inodes[name] = ino
+        self.vanished.discard(name)
+
+    def ensure_reserve(self) -> bool:
+        """Keep the pre-written deny wildcard :data:`RESERVE` in place; False if missing."""
+        try:
+            st = self.lstat(RESERVE)
+            if stat.S_ISREG(st.st_mode) and st.st_size == len(_RESERVE_DATA):
+                return True
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+        try:
+            self._write_file(f".{WILDCARD}.tmp", RESERVE, _RESERVE_DATA)
+        except OSError as exc:
+            LOG.debug("Cannot write %s: %s", RESERVE, exc)
+            return False
+        return True
+
+    def _write_file(self, tmp: str, final: str, data: bytes,
+                    before_rename: Callable[[], None] = lambda: None) -> int:
+        """Write ``data`` to dotfile ``tmp``, rename it to ``final``; its inode."""
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644)
+                         | os.O_CLOEXEC, 0o644, dir_fd=self.dir_fd)
             try:
                 os.fchmod(fd, 0o644)  # whatever the umask: dnsmasq may run as another user
                 if os.write(fd, data) != len(data):
@@ -143,20 +301,37 @@ class HostsDir(HostsDirCache):
                 ino = os.fstat(fd).st_ino
             finally:
                 os.close(fd)
-            if self.observer is not None:
-                self.observer.expect(name)  # before the rename: its event may come at once
-            try:
-                os.rename(tmp, final)
-            except OSError:
-                if self.observer is not None:
-                    self.observer.cancel(name)
-                raise
+            before_rename()
+            os.rename(tmp, final, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
         except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=self.dir_fd)
+            raise
+        return ino
+
+    def write(self, name: str, mac: str, allow: bool) -> None:
+        """Atomically replace file ``name`` with the allow/deny line of ``mac``.
+
+        ``name`` must be a validated MAC spelling or the wildcard name, never raw input.
+        """
+        tmp = f".{mac if name != WILDCARD else WILDCARD}.tmp"
+        observer = self.observer
+        announced = False
+
+        def announce() -> None:
+            nonlocal announced
+            if observer is not None:
+                observer.expect(name)  # before the rename: its event may come at once
+                announced = True
+
+        try:
+            ino = self._write_file(tmp, name, content(mac, allow), announce)
+        except OSError:
+            if announced:
+                observer.cancel(name)
             # Unknown now: the next scan reads the file again and the next sync retries.
             self._forget(name)
             self.inodes.pop(name, None)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
             raise
         finally:
             if self._touched is not None:
@@ -164,4 +339,5 @@ class HostsDir(HostsDirCache):
         if self._touched is not None and name not in self.inodes:
             self._touched_new.add(name)  # before ``inodes``: see list_entries()
         self.inodes[name] = ino
+        self.vanished.discard(name)
         self._remember(name, mac, allow)

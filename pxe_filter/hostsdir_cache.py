@@ -8,13 +8,17 @@ the caller's lock (:meth:`HostsDirCache.changed_contents`) so broadcasts are not
 it. Reads use O_NOATIME where allowed: re-reading 100k files must not dirty 100k inodes for
 the journal to write back while broadcasts wait on it. Files are classified by content,
 never by size. The writer is :class:`pxe_filter.hostsdir.HostsDir`, built on this cache.
+
+Every file operation is relative to a descriptor of the directory opened once (O_NOFOLLOW):
+a hostsdir swapped for a symlink is never followed, and :meth:`HostsDirCache.swapped` tells.
 """
 
+import contextlib
 import logging
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from pxe_filter.common import macs
@@ -33,6 +37,12 @@ _SPELLING = re.compile(r"[0-9A-Fa-f:.\-]{12,17}")
 _MAX_CONTENT = 128
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _NOATIME = getattr(os, "O_NOATIME", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_directory(path: str) -> int:
+    """A descriptor of directory ``path`` itself, never through a symlink; raises OSError."""
+    return os.open(path, _DIR_FLAGS)
 
 
 def content(mac: str, allow: bool) -> bytes:
@@ -66,6 +76,10 @@ class HostsDirCache:
 
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(path)
+        #: The hostsdir every file operation is relative to (see :meth:`swapped`).
+        self.dir_fd = open_directory(self.path)
+        st = os.fstat(self.dir_fd)
+        self.identity = (st.st_dev, st.st_ino)
         self.inodes: dict[str, int] = {}  # every directory entry at the last scan -> inode
         # Managed files, by the policy their content expresses: three sets of names rather
         # than an object per file (100k files: ~12 MB less). A name stands for itself as a
@@ -77,16 +91,49 @@ class HostsDirCache:
         self.spellings: dict[str, set[str]] = {}  # canonical MAC -> non-canonical file names
         self.loaded = False
         self.reread = 0  # files whose content the last scan read
+        #: Managed files that vanished (deleted, or replaced by a directory) and were not
+        #: written since: dnsmasq may still apply what they said, until it is reloaded.
+        self.vanished: set[str] = set()
         self._noatime = _NOATIME
         # Names written or removed since list_entries() began (None: no listing running),
         # and those of them that were new to the cache. The writer fills them in.
         self._touched: set[str] | None = None
         self._touched_new: set[str] = set()
 
+    def close(self) -> None:
+        """Close the directory descriptor."""
+        if self.dir_fd >= 0:
+            os.close(self.dir_fd)
+            self.dir_fd = -1
+
+    def reopen(self) -> None:
+        """Hold the directory now at :attr:`path` (a restored hostsdir); raises OSError."""
+        fd = open_directory(self.path)
+        self.close()
+        self.dir_fd = fd
+        st = os.fstat(fd)
+        self.identity = (st.st_dev, st.st_ino)
+
+    def swapped(self) -> str | None:
+        """Why :attr:`path` is no longer the directory held (None if it still is)."""
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return "missing"
+        except OSError as exc:
+            return f"unreadable ({exc.strerror or exc})"
+        if stat.S_ISLNK(st.st_mode):
+            return "a symbolic link"
+        if not stat.S_ISDIR(st.st_mode):
+            return "not a directory"
+        if (st.st_dev, st.st_ino) != self.identity:
+            return "replaced (new inode)"
+        return None
+
     def invalidate(self) -> None:
         """Forget the cache: the next scan re-reads every file's content."""
         for store in (self.inodes, self.allow_names, self.deny_names, self.odd_names,
-                      self.aliases, self.spellings):
+                      self.aliases, self.spellings, self.vanished):
             store.clear()
         self.loaded = False
 
@@ -103,7 +150,7 @@ class HostsDirCache:
         changed: dict[str, int] = {}
         seen = 0
         try:
-            with os.scandir(self.path) as entries:
+            with self._entries() as entries:
                 for entry in entries:
                     old = inodes.get(entry.name)
                     ino = entry.inode()
@@ -133,7 +180,7 @@ class HostsDirCache:
             if listing.seen != len(self.inodes) - len(new):
                 listing = None  # files went away (or a failed write raced): list all
         if listing is None:
-            with os.scandir(self.path) as entries:
+            with self._entries() as entries:
                 current = {entry.name: entry.inode() for entry in entries}
             if current != self.inodes:
                 self._reconcile(current)
@@ -159,6 +206,7 @@ class HostsDirCache:
             return
         for name in [n for n in self.managed_names() if n not in current]:
             self._forget(name)
+            self.vanished.add(name)
         self.inodes = current
 
     def _classify(self, name: str) -> str | None:
@@ -174,14 +222,29 @@ class HostsDirCache:
                 return None
         return None
 
-    def _open(self, path: str) -> int:
+    def _open(self, name: str) -> int:
         if self._noatime:
             try:
-                return os.open(path, _READ_FLAGS | self._noatime)
+                return os.open(name, _READ_FLAGS | self._noatime, dir_fd=self.dir_fd)
             except PermissionError:
                 # O_NOATIME needs the file's owner (or CAP_FOWNER): not for this directory.
                 self._noatime = 0
-        return os.open(path, _READ_FLAGS)
+        return os.open(name, _READ_FLAGS, dir_fd=self.dir_fd)
+
+    @contextlib.contextmanager
+    def _entries(self) -> Iterator[Iterator[os.DirEntry]]:
+        # A descriptor of its own per listing: a dup of dir_fd would share the read offset
+        # with any other listing running at the same time.
+        fd = os.open(".", _DIR_FLAGS, dir_fd=self.dir_fd)
+        try:
+            with os.scandir(fd) as entries:
+                yield entries
+        finally:
+            os.close(fd)
+
+    def lstat(self, name: str) -> os.stat_result:
+        """lstat of file ``name`` in the held directory; raises OSError."""
+        return os.stat(name, dir_fd=self.dir_fd, follow_symlinks=False)
 
     def read_state(self, name: str, mac: str) -> tuple[int, bool | None] | None:
         """(inode, policy of its content) of file ``name``, cache untouched; no lock needed.
@@ -191,13 +254,13 @@ class HostsDirCache:
         """
         path = os.path.join(self.path, name)
         try:
-            fd = self._open(path)
+            fd = self._open(name)
         except FileNotFoundError:
             return None
         except OSError as exc:
             LOG.debug("Cannot read %s: %s", path, exc)
             try:
-                return os.lstat(path).st_ino, None
+                return self.lstat(name).st_ino, None
             except OSError:
                 return None
         try:
@@ -216,6 +279,8 @@ class HostsDirCache:
         self.reread += 1
         found = self.read_state(name, mac)
         if found is None:
+            if self._lookup(name) is not None:
+                self.vanished.add(name)
             self._forget(name)
         else:
             self._remember(name, mac, found[1])
@@ -295,7 +360,7 @@ class HostsDirCache:
         # write of ours is in flight: such a file is left over from a crash.
         path = os.path.join(self.path, name)
         try:
-            os.unlink(path)
+            os.unlink(name, dir_fd=self.dir_fd)
             LOG.info("Removed stale temporary file %s", path)
         except FileNotFoundError:
             pass
@@ -327,12 +392,13 @@ class HostsDirCache:
         if mac is None:
             return None
         try:
-            st = os.lstat(os.path.join(self.path, name))
+            st = self.lstat(name)
         except FileNotFoundError:
             if known is None:
                 return None  # deleted by us (purge), or never one of ours
             self._forget(name)
             self.inodes.pop(name, None)
+            self.vanished.add(name)
             return "deleted", mac
         except OSError:
             return None

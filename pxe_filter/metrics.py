@@ -70,14 +70,9 @@ class StatusCollector(Collector):
         if "running" in dnsmasq:
             yield _gauge("dnsmasq_running", "1 if the dnsmasq the daemon controls runs",
                          int(bool(dnsmasq["running"])))
-        # The fail-closed mode may live on the recorder or in its figures.
-        fail_closed = getattr(self.status, "fail_closed", None)
-        if callable(fail_closed):
-            fail_closed = fail_closed()
-        if fail_closed is None:
-            fail_closed = data.get("fail_closed", False)
-        yield _gauge("fail_closed", "1 while the daemon refuses every MAC because it cannot "
-                     "trust its view of the database", int(bool(fail_closed)))
+        yield _gauge("fail_closed", "1 while the filter fails closed: a denial could not be "
+                     "written, so unknown MACs are refused or dnsmasq is stopped",
+                     int(bool(data.get("fail_closed"))))
         notes = data.get("notifications")
         if notes is not None:
             yield from _notifications(notes)

@@ -31,7 +31,8 @@ _NAME_EVENTS = (flags.CREATE | flags.CLOSE_WRITE | flags.MODIFY | flags.MOVED_TO
                 | flags.MOVED_FROM | flags.DELETE)
 _CONTENT_EVENTS = flags.MODIFY | flags.CLOSE_WRITE
 _SELF_EVENTS = flags.DELETE_SELF | flags.MOVE_SELF | flags.IGNORED | flags.UNMOUNT
-MASK = _NAME_EVENTS | flags.DELETE_SELF | flags.MOVE_SELF | flags.ONLYDIR
+# DONT_FOLLOW: a hostsdir swapped for a symlink is never watched through it.
+MASK = _NAME_EVENTS | flags.DELETE_SELF | flags.MOVE_SELF | flags.ONLYDIR | flags.DONT_FOLLOW
 #: The event one rename of ours onto a MAC file makes (the dotfile's four are dropped).
 _OWN_EVENTS = flags.MOVED_TO | flags.CREATE
 #: Writes between two drains: 5 events each, well below the default 16384-event queue.

@@ -1,14 +1,18 @@
 """The daemon's figures as a JSON state file, written atomically, read by ``status``.
 
 Written after every sync, broadcast, repair and dnsmasq event. The default path is a dotfile
-in the hostsdir, which dnsmasq ignores and which the service may always write.
+in the hostsdir, which dnsmasq ignores and which the service may always write; it is then
+written relative to the hostsdir the daemon holds open, never through a swapped path. On a
+full disk it is overwritten in place (padded with spaces, which JSON ignores).
 """
 
 import contextlib
 import datetime
+import errno
 import json
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -33,8 +37,12 @@ class StatusRecorder:
 
     def __init__(self, path: str, hostsdir: str,
                  figures: Callable[[], tuple[int, int, bool | None]],
-                 dnsmasq: Callable[[], dict[str, object]]) -> None:
+                 dnsmasq: Callable[[], dict[str, object]],
+                 dir_fd: Callable[[], int] | None = None) -> None:
         self.path = path
+        # The held hostsdir when ``path`` is the default name in it (asked each time: a
+        # restored hostsdir is held by a new descriptor).
+        self._dir_fd = dir_fd
         self._figures = figures
         self._dnsmasq = dnsmasq
         #: Counts of Ironic notifications (received, applied, ignored: why), when followed.
@@ -47,6 +55,7 @@ class StatusRecorder:
             "started_at": _now(), "hostsdir": hostsdir, "ready": False,
             "last_sync": None, "syncs": 0, "last_broadcast": None, "broadcasts": 0,
             "repaired": 0, "last_repair": None,
+            "fail_closed": False, "fail_closed_reason": None,
             "errors": {"count": 0, "last": None, "last_at": None},
             "dnsmasq_events": {"reloads": 0, "last_reload": None, "last_reload_reason": None,
                                "restarts": 0, "last_restart": None},
@@ -107,6 +116,24 @@ class StatusRecorder:
         if write:
             self.write()
 
+    @property
+    def fail_closed(self) -> bool:
+        """Some MAC is refused, or dnsmasq stopped, because a file could not be written."""
+        return bool(self.data["fail_closed"])
+
+    @property
+    def fail_closed_reason(self) -> str | None:
+        """What failed and what was done about it (None when not failing closed)."""
+        reason = self.data["fail_closed_reason"]
+        return reason if isinstance(reason, str) else None
+
+    def set_fail_closed(self, reason: str | None) -> None:
+        """Record that the daemon fails closed (``reason``) or no longer does (None)."""
+        with self._lock:
+            self.data["fail_closed"] = reason is not None
+            self.data["fail_closed_reason"] = reason
+        self.write()
+
     def stopped(self) -> None:
         """Mark the daemon stopped (clean shutdown)."""
         with self._lock:
@@ -137,20 +164,46 @@ class StatusRecorder:
             self._write(self.snapshot())
 
     def _write(self, data: dict[str, object]) -> None:
-        tmp = f"{self.path}.{os.getpid()}.tmp"
+        text = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+        dir_fd = self._dir_fd() if self._dir_fd is not None else None
+        final = os.path.basename(self.path) if dir_fd is not None else self.path
+        tmp = f"{final}.{os.getpid()}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644)
-            with os.fdopen(fd, "w") as stream:
-                os.fchmod(stream.fileno(), 0o644)
-                json.dump(data, stream, indent=1, sort_keys=True)
-                stream.write("\n")
-            os.rename(tmp, self.path)
+                         | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+            try:
+                os.fchmod(fd, 0o644)
+                if os.write(fd, text) != len(text):
+                    raise OSError(errno.ENOSPC, "short write")
+            finally:
+                os.close(fd)
+            os.rename(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             self._warned = False
         except OSError as exc:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=dir_fd)
+            if _overwrite(final, dir_fd, text):
+                return  # a full disk: what status shows matters most then
             if not self._warned:
                 LOG.warning("Cannot write the state file %s: %s", self.path,
                             exc.strerror or exc)
                 self._warned = True
+
+
+def _overwrite(name: str, dir_fd: int | None, text: bytes) -> bool:
+    """Overwrite the existing file in place, padded to its size; False if that failed."""
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        text = text.rstrip(b"\n").ljust(st.st_size - 1) + b"\n"
+        return os.pwrite(fd, text, 0) == len(text)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

@@ -84,6 +84,8 @@ def render_human(data: dict, verdict: str) -> str:
              _line("errors", f"{errors.get('count', 0)}"
                    + (f" (last {errors.get('last_at')}: {errors.get('last')})"
                       if errors.get("last") else "")),
+             _line("fail closed", f"YES: {data.get('fail_closed_reason')}"
+                   if data.get("fail_closed") else "no"),
              _line("dnsmasq control", dnsmasq.get("control"))]
     details = [f"{key} {dnsmasq[key]}" for key in ("unit", "pid", "running", "reloads",
                                                   "last_reload", "restarts")

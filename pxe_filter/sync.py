@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pxe_filter import policy
 from pxe_filter.common import macs
-from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, Listing
+from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, Listing, WriteReport
 from pxe_filter.source import Source
 
 LOG = logging.getLogger(__name__)
@@ -25,6 +25,10 @@ LOG = logging.getLogger(__name__)
 #: Re-read every file's content this often (in syncs), to catch in-place edits by others
 #: that keep the inode; everything else is detected from directory entries alone.
 FULL_READ_EVERY = 100
+
+
+class HostsdirSwapped(Exception):
+    """The configured hostsdir path no longer names the directory the daemon holds."""
 
 
 @dataclass
@@ -42,11 +46,15 @@ class SyncResult:
     kept_broadcasts: int = 0
     interrupted: bool = False
     purged: int = 0
+    held: int = 0
 
     def summary(self) -> str:
         """One log-friendly line."""
+        unknown = "allowed" if self.unknown_allowed else "denied"
+        if self.held:
+            unknown = "denied (allowed by the policy, held until every denial is written)"
         return (f"{self.allowed} allowed, {self.denied} denied, unknown MACs "
-                f"{'allowed' if self.unknown_allowed else 'denied'}; {self.written} file(s) "
+                f"{unknown}; {self.written} file(s) "
                 f"written, {self.failed} failed, {self.reread} read, {self.invalid} invalid "
                 f"MAC(s) in the database; {self.duration:.3f} s")
 
@@ -84,6 +92,10 @@ class FilterSync:
         self._reread_pending = False
         #: Called with every BroadcastResult, outside the lock (status, threshold reload).
         self.on_broadcast: Callable[[BroadcastResult], None] | None = None
+        #: Called under the lock after every batch of writes, with whether the batch
+        #: covered the whole policy (the fail-safe: reloads or stops dnsmasq when a denial
+        #: is not on disk, starts it again once every denial is).
+        self.after_writes: Callable[[WriteReport, bool], None] | None = None
         #: The policy the daemon holds (last sync plus later broadcasts); None before the
         #: first sync. Self-healing puts files back to it.
         self.desired: policy.DesiredState | None = None
@@ -118,10 +130,22 @@ class FilterSync:
                 self.hostsdir.apply_contents(found)
         return len(names)
 
+    def _write(self, changes: list[tuple[str, str, bool]], full: bool = False,
+               should_stop: Callable[[], bool] = lambda: False) -> WriteReport:
+        """Write ``changes`` (caller holds the lock), then tell the fail-safe."""
+        report = self.hostsdir.write_all(changes, should_stop, full)
+        if self.after_writes is not None:
+            self.after_writes(report, full)
+        return report
+
     def write_deny_wildcard(self) -> None:
         """Refuse unknown MACs now (start-up, before the first sync); raises OSError."""
         with self._lock:
-            self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
+            self.hostsdir.ensure_reserve()
+            self._write([(WILDCARD, WILDCARD_MAC, False)])
+            reason = self.hostsdir.unenforced.get(WILDCARD)
+        if reason is not None:
+            raise OSError(reason)
 
     def full_sync(self) -> SyncResult:
         """Bring every file in line with the database; raises DatabaseError or OSError.
@@ -147,19 +171,24 @@ class FilterSync:
         self._syncs += 1
         if self._reread_pending or self._syncs % FULL_READ_EVERY == 0:
             result.reread = self._reread_contents()
+        why = self.hostsdir.swapped()
+        if why is not None:
+            raise HostsdirSwapped(f"{self.hostsdir.path} is {why}")
         listing = self.hostsdir.list_entries()
         with self._lock:
             kept = self._merge_broadcasts(desired, snapshot_seq)
             self.hostsdir.scan(listing)
             del listing
+            self.hostsdir.ensure_reserve()
             changes = self.hostsdir.changes(desired)
-            report = self.hostsdir.write_all(changes, self.should_stop)
+            report = self._write(changes, True, self.should_stop)
             del changes
             result.reread += self.hostsdir.reread
             self.desired = desired
         result.allowed, result.denied = len(desired.allow), len(desired.deny)
         result.written, result.failed = report.written, report.failed
         result.kept_broadcasts, result.interrupted = kept, report.interrupted
+        result.held = report.held
         result.duration = time.monotonic() - start
         return result
 
@@ -209,7 +238,7 @@ class FilterSync:
                             or not _same_file(self.hostsdir, name)):
                         changes.append((name, mac, want))
             changes.sort(key=lambda item: item[2])
-            report = self.hostsdir.write_all(changes)
+            report = self._write(changes)
         result.allowed = sum(wanted.values())
         result.denied = len(wanted) - result.allowed
         result.written, result.failed = report.written, report.failed
@@ -237,7 +266,7 @@ class FilterSync:
             if allowed == self.desired.unknown_allowed:
                 return False
             self.desired.unknown_allowed = allowed
-            self.hostsdir.write_all([(WILDCARD, WILDCARD_MAC, allowed)])
+            self._write([(WILDCARD, WILDCARD_MAC, allowed)])
         LOG.info("Unknown MACs now %s: %s", "allowed" if allowed else "denied",
                  "a node is on inspection" if any_served else "no node is on inspection")
         return True
@@ -278,7 +307,7 @@ class FilterSync:
                 LOG.warning("%s was %s by someone else: restored to %s",
                             os.path.join(self.hostsdir.path, name), why,
                             "allow" if want else "deny")
-                if self.hostsdir.write_all([(name, mac, want)]).written:
+                if self._write([(name, mac, want)]).written:
                     repaired.append(name)
         finally:
             self._lock.release()
@@ -287,6 +316,16 @@ class FilterSync:
     def _want(self, name: str, mac: str) -> bool:
         assert self.desired is not None
         return self.desired.unknown_allowed if name == WILDCARD else self.desired.decision(mac)
+
+    def retry_failed(self) -> WriteReport | None:
+        """While files fail: list the directory and write what differs from the held policy
+        (no database read); None if nothing is failing."""
+        with self._sync_lock, self._lock:
+            if self.desired is None or not self.hostsdir.failing:
+                return None
+            self.hostsdir.scan()
+            self.hostsdir.ensure_reserve()
+            return self._write(self.hostsdir.changes(self.desired), True)
 
     def recheck_all(self) -> list[str]:
         """Re-read every file and repair the differences (inotify queue overflow).
@@ -310,18 +349,21 @@ class FilterSync:
             for name, _mac, want in changes:
                 LOG.warning("%s differs from the policy: restored to %s",
                             os.path.join(self.hostsdir.path, name), "allow" if want else "deny")
-            self.hostsdir.write_all(changes)
+        self._write(changes, True)
         return [name for name, _, _ in changes]
 
     def restore_directory(self) -> int:
-        """Rewrite every file of the held policy into a new or emptied directory."""
+        """Rewrite every file of the held policy into the new or emptied directory now at
+        the hostsdir path (held from now on); raises OSError."""
         with self._sync_lock, self._lock:
+            self.hostsdir.reopen()
             self.hostsdir.invalidate()
             self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
+            self.hostsdir.ensure_reserve()
             self.hostsdir.scan()
             if self.desired is None:
                 return 1
-            report = self.hostsdir.write_all(self.hostsdir.changes(self.desired))
+            report = self._write(self.hostsdir.changes(self.desired), True)
             return report.written + 1
 
     def purge_stale(self, reload: Callable[[], object]) -> int:
@@ -342,8 +384,8 @@ class FilterSync:
             try:
                 reload()
             except Exception:
-                self.hostsdir.write_all([(name, mac, self.desired.unknown_allowed)
-                                         for name, mac in removed])
+                self._write([(name, mac, self.desired.unknown_allowed)
+                             for name, mac in removed])
                 raise
             LOG.info("Purged %d file(s) of MACs without a port; dnsmasq reloaded",
                      len(removed))
@@ -356,7 +398,7 @@ def _same_file(hostsdir: HostsDir, name: str) -> bool:
     if ino is None:
         return False
     try:
-        return os.lstat(os.path.join(hostsdir.path, name)).st_ino == ino
+        return hostsdir.lstat(name).st_ino == ino
     except OSError:
         return False
 

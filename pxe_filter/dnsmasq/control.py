@@ -81,6 +81,10 @@ class Control:
         """Stop and start dnsmasq (a replaced hostsdir); raises ControlError."""
         raise ControlError("no [dnsmasq]control configured")
 
+    def halt(self) -> None:
+        """Stop dnsmasq until :meth:`start` (failing closed); raises ControlError."""
+        raise ControlError("no [dnsmasq]control configured")
+
     def stop(self) -> None:
         """Called when the daemon stops."""
 
@@ -144,6 +148,11 @@ class PidFileControl(Control):
 
     def restart(self) -> None:
         """SIGTERM the running dnsmasq, wait for it to go, start it again."""
+        self.halt()
+        self.start()
+
+    def halt(self) -> None:
+        """SIGTERM the running dnsmasq and wait for it to go (SIGKILL after 5 s)."""
         pid = self.pid()
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
@@ -155,7 +164,6 @@ class PidFileControl(Control):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                 time.sleep(0.1)
-        self.start()
 
     def describe(self) -> dict[str, object]:
         """Control name, pid file and the live pid (None: not running)."""
@@ -196,6 +204,10 @@ class SystemdControl(Control):
     def restart(self) -> None:
         """``systemctl --no-block restart``."""
         _run(["systemctl", "--no-block", "restart", self.unit], "cannot restart dnsmasq")
+
+    def halt(self) -> None:
+        """``systemctl stop`` (waits: the filter runs, so no start job of ours is queued)."""
+        _run(["systemctl", "stop", self.unit], "cannot stop dnsmasq")
 
     def describe(self) -> dict[str, object]:
         """Control name and unit."""
@@ -305,6 +317,12 @@ class CommandsControl(Control):
             self.proc = None
             self.start()
             self.restarts += 1
+
+    def halt(self) -> None:
+        """Stop the child until :meth:`start`; its supervisor does not restart it."""
+        with self._lock:
+            self._terminate()
+            self.proc = None
 
     def stop(self) -> None:
         """Stop the child for good (the daemon is stopping)."""

@@ -356,9 +356,11 @@ def test_sigterm_mid_sync_exits_promptly_without_partial_files(sqlite_url, tmp_p
     assert code == 0, daemon.log_text()
     assert elapsed < 2.5
     names = os.listdir(hostsdir)
-    # No temporary file left: only the lock and the status file (issue 3) are dotfiles.
+    # No temporary file left: only the lock, the status file (issue 3) and the reserved
+    # deny wildcard (issue 11) are dotfiles.
     assert sorted(n for n in names if n.startswith(".")) == [
-        ".ironic-pxe-filter.lock", ".ironic-pxe-filter.status.json"]
+        ".ironic-pxe-filter.lock", ".ironic-pxe-filter.status.json",
+        ".unknown_hosts_filter.reserve"]
     for name in names:
         if not name.startswith("."):
             data = read(hostsdir, name)

@@ -65,15 +65,11 @@ def test_notifications_by_outcome_and_reason(tmp_path):
                          ("reason", "older_than_one_already_applied")))] == 1
 
 
-def test_fail_closed_is_read_from_the_state_object(tmp_path):
-    # The fail-closed mode sets it on the recorder (or in its figures); absent means open.
+def test_fail_closed_follows_the_status(tmp_path):
     status = recorder(tmp_path)
     metrics = FilterMetrics(status)
     assert samples(metrics)[("ironic_pxe_filter_fail_closed", ())] == 0
-    status.fail_closed = True
+    status.set_fail_closed("the disk is full: unknown MACs are refused")
     assert samples(metrics)[("ironic_pxe_filter_fail_closed", ())] == 1
-    status.fail_closed = False
-    status.data["fail_closed"] = True  # the recorder's attribute wins when it has one
+    status.set_fail_closed(None)
     assert samples(metrics)[("ironic_pxe_filter_fail_closed", ())] == 0
-    del status.fail_closed
-    assert samples(metrics)[("ironic_pxe_filter_fail_closed", ())] == 1

@@ -12,7 +12,7 @@ from sqlalchemy import event
 from inspection.db import migration
 from inspection.db.models import Node, Port
 from pxe_filter.common.database import DatabaseError, create_engine
-from pxe_filter.hostsdir import WILDCARD
+from pxe_filter.hostsdir import RESERVE, WILDCARD
 from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import FilterSync
 
@@ -88,7 +88,7 @@ def test_broadcast_validates_and_applies_valid_macs(engine, hosts, caplog):
     assert (result.allowed, result.denied) == (0, 2)  # M1 in both lists: denied
     assert content(hosts, M1) == f"{M1},ignore\n"
     assert content(hosts, M2) == f"{M2},ignore\n"
-    assert sorted(os.listdir(hosts)) == sorted([M1, M2, WILDCARD])
+    assert sorted(os.listdir(hosts)) == sorted([M1, M2, WILDCARD, RESERVE])
     assert "rejected 8 invalid entr(y/ies), e.g." in caplog.text
     result = sync.apply_broadcast(allow="52:54:00:00:00:03", deny={"not": "a list"})
     assert result.rejected == 2 and result.written == 0
@@ -171,7 +171,7 @@ def test_stop_flag_interrupts_a_large_sync_cleanly(engine, hosts):
     sync = FilterSync(DatabaseSource(engine), str(hosts), should_stop=should_stop)
     result = sync.full_sync()
     assert result.interrupted and result.written == 20
-    assert not [n for n in os.listdir(hosts) if n.startswith(".")]
+    assert [n for n in os.listdir(hosts) if n.startswith(".")] == [RESERVE]
 
 
 def test_reread_after_sighup_repairs_in_place_edits_without_blocking_broadcasts(engine,
