@@ -14,6 +14,7 @@ from oslo_config import cfg
 
 from pxe_filter import conf as filter_conf
 from pxe_filter import state
+from pxe_filter.common import logs
 from pxe_filter.common.config import ConfigError, add_config_options, load
 
 PROG = "ironic-pxe-filter status"
@@ -103,8 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     conf = cfg.ConfigOpts()
     try:
+        logs.register_options(conf, PROG)
         filter_conf.register_opts(conf)
         load(conf, args.config_file, args.config_dir)
+        logs.setup(conf, PROG)
         hostsdir = conf.pxe_filter.dhcp_hostsdir
         path = conf.pxe_filter.state_file
         if not path and not hostsdir:

@@ -5,7 +5,6 @@ refused or failed, with its error in one line on stderr; 2 bad usage or configur
 """
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -73,7 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 1 failed, 2 bad usage or configuration)."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     parser = build_parser()
     argv, moved = _move_leading_options(list(sys.argv[1:] if argv is None else argv))
     args, unknown = parser.parse_known_args(argv)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
+from pxe_filter.common import logs
 from pxe_filter.common.config import ConfigError, add_config_options, load
 from pxe_filter.dnsmasq import config, options
 from pxe_filter.dnsmasq.settings import DnsmasqConfigError
@@ -48,8 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     conf = cfg.ConfigOpts()
     try:
+        logs.register_options(conf, PROG)
         _register(conf)
         load(conf, args.config_file, args.config_dir)
+        logs.setup(conf, PROG)
         text = config.render_conf(conf)
         if args.check_only or args.output == "-":
             config.check(text, conf.dnsmasq.binary)
