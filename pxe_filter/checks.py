@@ -8,6 +8,8 @@ import os
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from pxe_filter.common import statedirs
+from pxe_filter.common.config import ConfigError
 from pxe_filter.common.lifecycle import EXIT_CONFIG, ServiceError
 
 LOG = logging.getLogger(__name__)
@@ -31,10 +33,12 @@ def check_hostsdir(path: str | None) -> str:
         raise FatalConfigError("[pxe_filter]dhcp_hostsdir is not set: set it to the directory "
                                "dnsmasq reads with --dhcp-hostsdir")
     path = os.path.abspath(path)
-    if not os.path.exists(path):
-        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} does not exist: create it "
-                               f"(the directory dnsmasq's --dhcp-hostsdir names) or fix "
-                               f"the option")
+    if not os.path.lexists(path):
+        # dnsmasq is started after the first sync, so it watches the directory made here.
+        try:
+            statedirs.ensure_dir(path, statedirs.READABLE, "[pxe_filter]dhcp_hostsdir")
+        except ConfigError as exc:
+            raise FatalConfigError(str(exc)) from None
     if not os.path.isdir(path):
         raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is not a directory: point "
                                f"it at the directory dnsmasq's --dhcp-hostsdir names")

@@ -14,7 +14,6 @@ from pxe_filter.common import config, lifecycle, logs
 LOG = logging.getLogger("pxe_filter")
 
 PROG = "ironic-pxe-filter"
-DEFAULT_CONFIG = "/etc/ironic-pxe-filter/ironic-pxe-filter.conf"
 
 
 def _options_help() -> str:
@@ -58,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep dnsmasq's --dhcp-hostsdir allow/deny files in step with the "
                     "node/port database and apply update_pxe_filters broadcasts.",
         epilog=_options_help())
-    config.add_config_options(parser, DEFAULT_CONFIG)
+    config.add_config_options(parser, config.FILTER_DEFAULTS)
     parser.add_argument("--once", action="store_true",
                         help="run one full sync and exit (1 if a file could not be written)")
     parser.add_argument("--debug", action="store_true",
@@ -83,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.register_options(conf, PROG)
     from pxe_filter import daemon  # noqa: PLC0415 - after logging
 
-    files = config.files_or_default(args.config_file, args.config_dir, DEFAULT_CONFIG)
+    files = config.files_or_default(args.config_file, args.config_dir,
+                                    config.FILTER_DEFAULTS)
     filter_conf.register_opts(conf)
     life = lifecycle.Lifecycle()
     life.install_signal_handlers(reload=True)

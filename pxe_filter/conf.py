@@ -11,10 +11,11 @@ from pxe_filter.dnsmasq import options as dnsmasq_options
 GROUP = "pxe_filter"
 
 pxe_filter_opts = [
-    cfg.StrOpt("dhcp_hostsdir",
-               help="Directory that dnsmasq reads with --dhcp-hostsdir. Must exist and be "
-                    "writable; the daemon writes one file per MAC in it and never deletes "
-                    "or recreates the directory. Required."),
+    cfg.StrOpt("dhcp_hostsdir", default="/var/lib/ironic-pxe-filter/hostsdir",
+               help="Directory that dnsmasq reads with --dhcp-hostsdir. Created at start "
+                    "(mode 0755, dnsmasq reads it) when missing and the daemon may; it must "
+                    "be writable. The daemon writes one file per MAC in it and never "
+                    "deletes or recreates the directory."),
     cfg.IntOpt("sync_period", default=45, min=0, mutable=True,
                help="Seconds between full synchronisations with the database; 0 disables "
                     "the periodic sync (broadcasts and SIGHUP still apply)."),

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from pxe_filter.common import config, lifecycle, logs
+from pxe_filter.common import config, lifecycle, logs, statedirs
 from pxe_filter.common.lifecycle import EXIT_CONFIG, EXIT_RUNTIME, ServiceError
 
 LOG = logging.getLogger("inspection.api")
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="HTTP API of the inspection service: the ramdisk callback "
                     "(/v1/continue_inspection), inspection rules, nodes and ports.")
-    config.add_config_options(parser)
+    config.add_config_options(parser, config.INSPECTION_DEFAULTS)
     parser.add_argument("--debug", action="store_true",
                         help="log at DEBUG level (same as [DEFAULT]debug = true)")
     return parser
@@ -92,6 +92,7 @@ def build(conf: cfg.ConfigOpts):
 
     check_conf(conf)
     try:
+        statedirs.require_sqlite_file(conf.database.connection)
         engine = engine_from_conf(conf)
         check_database(engine)
         return create_app(conf, engine=engine)
@@ -113,7 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     api = _Api(conf)
 
     def load() -> None:
-        config.load(conf, args.config_file, args.config_dir)
+        config.load(conf, config.files_or_default(args.config_file, args.config_dir,
+                                                  config.INSPECTION_DEFAULTS),
+                    args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
 
     return lifecycle.run(LOG, life, load=load, start=api.start, serve=api.serve,

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from inspection.cli import dbsync, filters, nodes, ports, rules
 from inspection.cli.errors import CommandError, UsageError
-from pxe_filter.common.config import ConfigError, add_config_options
+from pxe_filter.common.config import INSPECTION_DEFAULTS, ConfigError, add_config_options
 from pxe_filter.common.database import DatabaseError
 
 __all__ = ["CommandError", "UsageError", "build_parser", "main"]
@@ -50,7 +50,7 @@ def config_parent() -> argparse.ArgumentParser:
     """The --config-file/--config-dir options every sub-command accepts."""
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("configuration")
-    add_config_options(group)
+    add_config_options(group, INSPECTION_DEFAULTS)
     return parent
 
 
