@@ -67,3 +67,10 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         (GROUP, pxe_filter_opts),
         (dnsmasq_options.GROUP, dnsmasq_options.control_opts),
     ]
+
+
+def list_sample_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    """Every option of the ironic-pxe-filter commands (the daemon's and all of [dnsmasq],
+    which render-dnsmasq-config reads), for oslo-config-generator."""
+    groups = [(group, opts) for group, opts in list_opts() if group != dnsmasq_options.GROUP]
+    return groups + dnsmasq_options.list_opts()
