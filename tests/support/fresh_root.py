@@ -64,21 +64,31 @@ class FreshRoot:
         return Path(f"/proc/{self.holder.pid}/root") / inside.lstrip("/")
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-            timeout: float = 120, cwd: str | None = None) -> subprocess.CompletedProcess:
-        """Run ``argv`` in the fresh root to completion; output captured as text."""
+            timeout: float = 120) -> subprocess.CompletedProcess:
+        """Run ``argv`` in the fresh root (from /) to completion; output captured as text."""
         return subprocess.run([*self.prefix, *argv], capture_output=True, text=True,
-                              timeout=timeout, env=dict(env or os.environ), cwd=cwd)
+                              timeout=timeout, env=dict(env or os.environ))
 
     def popen(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-              log: Path, cwd: str | None = None) -> subprocess.Popen:
-        """Start ``argv`` in the fresh root, stdout and stderr into ``log``."""
+              log: Path) -> subprocess.Popen:
+        """Start ``argv`` in the fresh root (from /), stdout and stderr into ``log``."""
         with open(log, "ab") as out:
             return subprocess.Popen([*self.prefix, *argv], stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=dict(env or os.environ), cwd=cwd)
+                                    env=dict(env or os.environ))
 
     def close(self) -> None:
-        """End the holder: the namespace, its overlays and tmpfs go with the last process."""
+        """Kill what still runs in the namespace (a failed script's background jobs), then
+        the holder: the namespace, its overlays and tmpfs go with the last process."""
         if self.holder.poll() is None:
+            namespace = os.readlink(f"/proc/{self.holder.pid}/ns/mnt")
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit() or int(entry.name) == self.holder.pid:
+                    continue
+                try:
+                    if os.readlink(entry / "ns" / "mnt") == namespace:
+                        os.kill(int(entry.name), signal.SIGKILL)
+                except (FileNotFoundError, ProcessLookupError, PermissionError):
+                    pass  # gone meanwhile
             self.holder.send_signal(signal.SIGKILL)
         self.holder.communicate(timeout=10)
