@@ -87,8 +87,11 @@ inspection_rules_opts = [
 api_opts = [
     cfg.HostAddressOpt("host_ip", default="127.0.0.1", help="Address the API listens on."),
     cfg.PortOpt("port", default=6385, help="Port the API listens on."),
-    cfg.StrOpt("auth_strategy", default="http_basic", choices=["noauth", "http_basic"],
-               help="Authentication of admin endpoints."),
+    cfg.StrOpt("auth_strategy", default="noauth", choices=["noauth", "http_basic"],
+               help="Authentication of admin endpoints. noauth (the default, so that a "
+                    "fresh install answers on 127.0.0.1) is refused on any address that is "
+                    "not loopback unless allow_insecure_noauth is set: switch to http_basic "
+                    "before listening on the provisioning network."),
     cfg.StrOpt("http_basic_auth_user_file", default="/etc/ironic-inspection/htpasswd",
                help="htpasswd file (bcrypt) for http_basic."),
     cfg.IntOpt("max_request_body_size", default=4 * 1024 * 1024, min=1024,

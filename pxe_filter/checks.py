@@ -8,6 +8,8 @@ import os
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from pxe_filter.common import statedirs
+from pxe_filter.common.config import ConfigError
 from pxe_filter.common.lifecycle import EXIT_CONFIG, ServiceError
 
 LOG = logging.getLogger(__name__)
@@ -36,10 +38,12 @@ def check_hostsdir(path: str | None) -> str:
                                f"the option to the directory itself "
                                f"({os.path.realpath(path)}), which is never followed "
                                f"through a link")
-    if not os.path.exists(path):
-        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} does not exist: create it "
-                               f"(the directory dnsmasq's --dhcp-hostsdir names) or fix "
-                               f"the option")
+    if not os.path.lexists(path):
+        # dnsmasq is started after the first sync, so it watches the directory made here.
+        try:
+            statedirs.ensure_dir(path, statedirs.READABLE, "[pxe_filter]dhcp_hostsdir")
+        except ConfigError as exc:
+            raise FatalConfigError(str(exc)) from None
     if not os.path.isdir(path):
         raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is not a directory: point "
                                f"it at the directory dnsmasq's --dhcp-hostsdir names")

@@ -9,12 +9,11 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from pxe_filter import conf as filter_conf
-from pxe_filter.common import config, lifecycle
-from pxe_filter.common.logs import setup_logging
+from pxe_filter.common import config, lifecycle, logs
 
 LOG = logging.getLogger("pxe_filter")
 
-DEFAULT_CONFIG = "/etc/ironic-pxe-filter/ironic-pxe-filter.conf"
+PROG = "ironic-pxe-filter"
 
 
 def _options_help() -> str:
@@ -36,6 +35,9 @@ def _options_help() -> str:
             text = textwrap.fill(f"{opt.help}{extra}", width=76, initial_indent="      ",
                                  subsequent_indent="      ")
             lines.append(f"    {opt.name}\n{text}")
+    lines.append("  logging: oslo.log's options in [DEFAULT]: debug (reloadable), log_file,"
+                 "\n    log_dir, use_stderr (default true), use_json, use_journal, "
+                 "log_config_append ...")
     lines.append("\nother commands:\n  ironic-pxe-filter render-dnsmasq-config --config-file F"
                  "\n      render the [dnsmasq] options into dnsmasq's configuration (see its "
                  "--help)"
@@ -55,11 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep dnsmasq's --dhcp-hostsdir allow/deny files in step with the "
                     "node/port database and apply update_pxe_filters broadcasts.",
         epilog=_options_help())
-    config.add_config_options(parser, DEFAULT_CONFIG)
+    config.add_config_options(parser, config.FILTER_DEFAULTS)
     parser.add_argument("--once", action="store_true",
                         help="run one full sync and exit (1 if a file could not be written)")
     parser.add_argument("--debug", action="store_true",
-                        help="log at DEBUG level (every sync, every MAC broadcast)")
+                        help="log at DEBUG level (every sync, every MAC broadcast); same as "
+                             "[DEFAULT]debug = true")
     return parser
 
 
@@ -75,11 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return status_cmd.main(argv[1:])
     args = build_parser().parse_args(argv)
-    setup_logging(args.debug)
+    conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
+    logs.register_options(conf, PROG)
     from pxe_filter import daemon  # noqa: PLC0415 - after logging
 
-    files = config.files_or_default(args.config_file, args.config_dir, DEFAULT_CONFIG)
-    conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
+    files = config.files_or_default(args.config_file, args.config_dir,
+                                    config.FILTER_DEFAULTS)
     filter_conf.register_opts(conf)
     life = lifecycle.Lifecycle()
     life.install_signal_handlers(reload=True)
@@ -96,8 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if built:
             built[0].shutdown()
 
-    return lifecycle.run(LOG, life, load=lambda: config.load(conf, files, args.config_dir),
-                         start=start, serve=serve, shutdown=shutdown)
+    def load() -> None:
+        config.load(conf, files, args.config_dir)
+        logs.setup(conf, PROG, debug=args.debug)
+
+    return lifecycle.run(LOG, life, load=load, start=start, serve=serve, shutdown=shutdown)
 
 
 if __name__ == "__main__":

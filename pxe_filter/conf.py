@@ -11,10 +11,11 @@ from pxe_filter.dnsmasq import options as dnsmasq_options
 GROUP = "pxe_filter"
 
 pxe_filter_opts = [
-    cfg.StrOpt("dhcp_hostsdir",
-               help="Directory that dnsmasq reads with --dhcp-hostsdir. Must exist and be "
-                    "writable; the daemon writes one file per MAC in it and never deletes "
-                    "or recreates the directory. Required."),
+    cfg.StrOpt("dhcp_hostsdir", default="/var/lib/ironic-pxe-filter/hostsdir",
+               help="Directory that dnsmasq reads with --dhcp-hostsdir. Created at start "
+                    "(mode 0755, dnsmasq reads it) when missing and the daemon may; it must "
+                    "be writable. The daemon writes one file per MAC in it and never "
+                    "deletes or recreates the directory."),
     cfg.IntOpt("sync_period", default=45, min=0, mutable=True,
                help="Seconds between full synchronisations with the database; 0 disables "
                     "the periodic sync (broadcasts and SIGHUP still apply)."),
@@ -72,3 +73,10 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         (GROUP, pxe_filter_opts),
         (dnsmasq_options.GROUP, dnsmasq_options.control_opts),
     ]
+
+
+def list_sample_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    """Every option of the ironic-pxe-filter commands (the daemon's and all of [dnsmasq],
+    which render-dnsmasq-config reads), for oslo-config-generator."""
+    groups = [(group, opts) for group, opts in list_opts() if group != dnsmasq_options.GROUP]
+    return groups + dnsmasq_options.list_opts()

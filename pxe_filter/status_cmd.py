@@ -14,7 +14,14 @@ from oslo_config import cfg
 
 from pxe_filter import conf as filter_conf
 from pxe_filter import state
-from pxe_filter.common.config import ConfigError, add_config_options, load
+from pxe_filter.common import logs
+from pxe_filter.common.config import (
+    FILTER_DEFAULTS,
+    ConfigError,
+    add_config_options,
+    files_or_default,
+    load,
+)
 
 PROG = "ironic-pxe-filter status"
 NOT_RUNNING = 3
@@ -26,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Show what the running ironic-pxe-filter last did: MAC "
                                "counts, wildcard policy, last sync and broadcast, files "
                                "repaired, errors and the dnsmasq it drives.")
-    add_config_options(parser)
+    add_config_options(parser, FILTER_DEFAULTS)
     parser.add_argument("--format", choices=["human", "json"], default="human")
     return parser
 
@@ -105,8 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     conf = cfg.ConfigOpts()
     try:
+        logs.register_options(conf, PROG)
         filter_conf.register_opts(conf)
-        load(conf, args.config_file, args.config_dir)
+        load(conf, files_or_default(args.config_file, args.config_dir, FILTER_DEFAULTS),
+             args.config_dir)
+        logs.setup(conf, PROG)
         hostsdir = conf.pxe_filter.dhcp_hostsdir
         path = conf.pxe_filter.state_file
         if not path and not hostsdir:

@@ -1,11 +1,23 @@
 """Shared fixtures: real databases (SQLite, PostgreSQL, MariaDB) and a RabbitMQ vhost."""
 
+from pathlib import Path
+
 import pytest
 
 from inspection.db import migration
 from inspection.db.models import Base
 from pxe_filter.common.database import create_engine
 from tests.support import services
+
+QUICK = Path(__file__).parent / "unit"
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Everything outside tests/unit needs a service, root or a third-party venv: mark it
+    ``integration``, so that ``-m "not integration"`` is the quick subset."""
+    for item in items:
+        if QUICK not in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from pxe_filter.common import config, lifecycle
+from pxe_filter.common import config, lifecycle, logs, statedirs
 from pxe_filter.common.lifecycle import EXIT_CONFIG, EXIT_RUNTIME, ServiceError
-from pxe_filter.common.logs import setup_logging
 
 LOG = logging.getLogger("inspection.api")
+PROG = "ironic-inspection-api"
 
 # Headroom above [api]max_request_body_size so that the app, not waitress, answers the 413
 # (as JSON); waitress still stops a client streaming gigabytes.
@@ -26,11 +26,12 @@ _WAITRESS_BODY_FACTOR = 4
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
     parser = argparse.ArgumentParser(
-        prog="ironic-inspection-api",
+        prog=PROG,
         description="HTTP API of the inspection service: the ramdisk callback "
                     "(/v1/continue_inspection), inspection rules, nodes and ports.")
-    config.add_config_options(parser)
-    parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
+    config.add_config_options(parser, config.INSPECTION_DEFAULTS)
+    parser.add_argument("--debug", action="store_true",
+                        help="log at DEBUG level (same as [DEFAULT]debug = true)")
     return parser
 
 
@@ -91,6 +92,7 @@ def build(conf: cfg.ConfigOpts):
 
     check_conf(conf)
     try:
+        statedirs.require_sqlite_file(conf.database.connection)
         engine = engine_from_conf(conf)
         check_database(engine)
         return create_app(conf, engine=engine)
@@ -103,16 +105,22 @@ def build(conf: cfg.ConfigOpts):
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     args = build_parser().parse_args(argv)
-    setup_logging(args.debug)
     conf = cfg.CONF  # oslo.messaging reads its own option groups from the global object
+    logs.register_options(conf, PROG)
     inspection_conf.register_opts(conf)
     life = lifecycle.Lifecycle()
     # waitress blocks the main thread in its own loop: a stop signal raises SystemExit there.
     life.install_signal_handlers(interrupt=True)
     api = _Api(conf)
-    return lifecycle.run(LOG, life, load=lambda: config.load(conf, args.config_file,
-                                                             args.config_dir),
-                         start=api.start, serve=api.serve, shutdown=api.shutdown)
+
+    def load() -> None:
+        config.load(conf, config.files_or_default(args.config_file, args.config_dir,
+                                                  config.INSPECTION_DEFAULTS),
+                    args.config_dir)
+        logs.setup(conf, PROG, debug=args.debug)
+
+    return lifecycle.run(LOG, life, load=load, start=api.start, serve=api.serve,
+                         shutdown=api.shutdown)
 
 
 class _Api:

@@ -5,13 +5,12 @@ refused or failed, with its error in one line on stderr; 2 bad usage or configur
 """
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
 from inspection.cli import dbsync, filters, nodes, ports, rules
 from inspection.cli.errors import CommandError, UsageError
-from pxe_filter.common.config import ConfigError, add_config_options
+from pxe_filter.common.config import INSPECTION_DEFAULTS, ConfigError, add_config_options
 from pxe_filter.common.database import DatabaseError
 
 __all__ = ["CommandError", "UsageError", "build_parser", "main"]
@@ -51,7 +50,7 @@ def config_parent() -> argparse.ArgumentParser:
     """The --config-file/--config-dir options every sub-command accepts."""
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("configuration")
-    add_config_options(group)
+    add_config_options(group, INSPECTION_DEFAULTS)
     return parent
 
 
@@ -73,7 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 1 failed, 2 bad usage or configuration)."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     parser = build_parser()
     argv, moved = _move_leading_options(list(sys.argv[1:] if argv is None else argv))
     args, unknown = parser.parse_known_args(argv)

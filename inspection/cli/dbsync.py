@@ -6,7 +6,7 @@ from oslo_config import cfg
 
 from inspection import conf as inspection_conf
 from inspection.db import migration
-from pxe_filter.common import config
+from pxe_filter.common import config, logs, statedirs
 from pxe_filter.common.database import describe_url, engine_from_conf
 
 
@@ -24,10 +24,14 @@ def add_commands(sub, parent: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run dbsync with the configuration named in ``args``."""
     conf = cfg.ConfigOpts()
+    logs.register_options(conf, "ironic-inspection")
     inspection_conf.register_opts(conf)
-    config.load(conf, args.config_file, args.config_dir)
+    config.load(conf, config.files_or_default(args.config_file, args.config_dir,
+                                              config.INSPECTION_DEFAULTS), args.config_dir)
+    logs.setup(conf, "ironic-inspection")
     # A schema upgrade of a large table may take longer than any one request should.
     conf.set_override("statement_timeout", 0, group="database")
+    statedirs.ensure_sqlite_dir(conf.database.connection)
     engine = engine_from_conf(conf)
     try:
         before, after = migration.upgrade(engine)

@@ -6,7 +6,7 @@ from oslo_config import cfg
 
 from inspection import conf as inspection_conf
 from pxe_filter import broadcast
-from pxe_filter.common import config, macs, messaging
+from pxe_filter.common import config, logs, macs, messaging
 
 
 def add_commands(sub, parent: argparse.ArgumentParser) -> None:
@@ -41,8 +41,11 @@ def run_notify(args: argparse.Namespace) -> int:
     except macs.InvalidMAC as exc:
         raise CommandError(str(exc)) from None
     conf = cfg.CONF
+    logs.register_options(conf, "ironic-inspection")
     inspection_conf.register_opts(conf)
-    config.load(conf, args.config_file, args.config_dir)
+    config.load(conf, config.files_or_default(args.config_file, args.config_dir,
+                                              config.INSPECTION_DEFAULTS), args.config_dir)
+    logs.setup(conf, "ironic-inspection")
     url = args.transport_url or messaging.configured_transport_url(conf)
     if not url:
         raise CommandError("no message bus: set [DEFAULT]transport_url (e.g. "

@@ -20,7 +20,7 @@ from oslo_config import cfg
 from inspection import conf as inspection_conf
 from inspection import locking, metrics
 from inspection.common.url_credentials import mask_url_passwords
-from pxe_filter.common import config, lifecycle, messaging, prometheus, systemd
+from pxe_filter.common import config, lifecycle, logs, messaging, prometheus, statedirs, systemd
 from pxe_filter.common.database import (
     DatabaseError,
     check_connection,
@@ -28,11 +28,10 @@ from pxe_filter.common.database import (
     engine_from_conf,
 )
 from pxe_filter.common.lifecycle import ServiceError
-from pxe_filter.common.logs import setup_logging
 
 LOG = logging.getLogger("inspection.worker")
+PROG = "ironic-inspection-worker"
 
-DEFAULT_CONFIG = "/etc/ironic-inspection/ironic-inspection.conf"
 #: Seconds without an answer from the message bus before saying that the worker waits for it.
 BUS_WAIT_WARNING = 5.0
 
@@ -40,7 +39,7 @@ BUS_WAIT_WARNING = 5.0
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser."""
     parser = argparse.ArgumentParser(
-        prog="ironic-inspection-worker",
+        prog=PROG,
         description="Process inspection data that ironic-inspection-api casts on "
                     "[DEFAULT]transport_url (topic ironic-inspection.worker; several workers "
                     "share the load), and fail inspections that time out.",
@@ -48,8 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                "reservations left by a crashed process of the same host. Signals: "
                "SIGTERM/SIGINT finish the inspections in progress and stop. Exit status: 0 "
                "stopped, 1 runtime error, 2 configuration error.")
-    config.add_config_options(parser, DEFAULT_CONFIG)
-    parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
+    config.add_config_options(parser, config.INSPECTION_DEFAULTS)
+    parser.add_argument("--debug", action="store_true",
+                        help="log at DEBUG level (same as [DEFAULT]debug = true)")
     return parser
 
 
@@ -79,6 +79,10 @@ class Worker:
                                "from the message bus (e.g. rabbit://user:pass@host:5672/); "
                                "without a bus, ironic-inspection-api processes inspection "
                                "data itself and no worker is needed", 2)
+        try:
+            statedirs.require_sqlite_file(self.conf.database.connection)
+        except config.ConfigError as exc:
+            raise ServiceError(str(exc), 2) from None
         try:
             self.engine = engine_from_conf(self.conf)
             check_connection(self.engine)
@@ -194,15 +198,21 @@ class Worker:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     args = build_parser().parse_args(argv)
-    setup_logging(args.debug)
-    files = config.files_or_default(args.config_file, args.config_dir, DEFAULT_CONFIG)
+    files = config.files_or_default(args.config_file, args.config_dir,
+                                    config.INSPECTION_DEFAULTS)
     conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
+    logs.register_options(conf, PROG)
     inspection_conf.register_opts(conf)
     life = lifecycle.Lifecycle()
     life.install_signal_handlers()
     worker = Worker(conf, life)
-    return lifecycle.run(LOG, life, load=lambda: config.load(conf, files, args.config_dir),
-                         start=worker.start, serve=life.idle, shutdown=worker.shutdown)
+
+    def load() -> None:
+        config.load(conf, files, args.config_dir)
+        logs.setup(conf, PROG, debug=args.debug)
+
+    return lifecycle.run(LOG, life, load=load, start=worker.start, serve=life.idle,
+                         shutdown=worker.shutdown)
 
 if __name__ == "__main__":
     sys.exit(main())

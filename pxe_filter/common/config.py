@@ -31,22 +31,32 @@ def load(conf: cfg.ConfigOpts, config_files: Sequence[str] = (),
         raise ConfigError(f"invalid configuration: {exc}") from None
 
 
+#: Read first by every service: the options several services must agree on (database,
+#: message bus, auto-discovery). Each service's own file comes after it and wins.
+SHARED_CONFIG = "/etc/ironic-inspection/shared.conf"
+INSPECTION_CONFIG = "/etc/ironic-inspection/ironic-inspection.conf"
+FILTER_CONFIG = "/etc/ironic-pxe-filter/ironic-pxe-filter.conf"
+#: What the inspection service's commands and the filter's read when given no --config-*.
+INSPECTION_DEFAULTS = (SHARED_CONFIG, INSPECTION_CONFIG)
+FILTER_DEFAULTS = (SHARED_CONFIG, FILTER_CONFIG)
+
+
 def files_or_default(config_files: Sequence[str], config_dirs: Sequence[str],
-                     default: str) -> list[str]:
-    """The files to read: those given, else ``default`` when it exists and no dir is given."""
-    if not config_files and not config_dirs and os.path.exists(default):
-        return [default]
+                     defaults: Sequence[str]) -> list[str]:
+    """The files to read: those given, else those of ``defaults`` that exist (no dir given)."""
+    if not config_files and not config_dirs:
+        return [path for path in defaults if os.path.exists(path)]
     return list(config_files)
 
 
 def add_config_options(parser: argparse.ArgumentParser | Any,
-                       default: str | None = None) -> None:
+                       defaults: Sequence[str] = ()) -> None:
     """The oslo-style --config-file/--config-dir options every command takes.
 
     ``parser`` may also be an argument group (argparse does not name that type publicly).
     """
-    where = (f"; default {default} when it exists and no --config-* is given"
-             if default else "")
+    where = (f"; default: {' then '.join(defaults)}, those that exist, when no --config-* "
+             f"is given" if defaults else "")
     parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
                         help=f"configuration file (repeatable; later files win{where})")
     parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",

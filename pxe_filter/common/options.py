@@ -15,7 +15,8 @@ host_opt = cfg.StrOpt(
          "Unique per process.")
 state_path_opt = cfg.StrOpt(
     "state_path", default="/var/lib/ironic-inspection",
-    help="Directory for the embedded SQLite database and other state.")
+    help="Directory for the embedded SQLite database and other state; 'ironic-inspection "
+         "dbsync' creates the database's directory (mode 0750) when missing.")
 
 database_opts = [
     cfg.StrOpt("connection", secret=True,
@@ -40,8 +41,8 @@ database_opts = [
 discovery_enabled_opt = cfg.BoolOpt(
     "enabled", default=False, mutable=True,
     help="Enroll machines that are not known to the database when they boot the inspection "
-         "ramdisk. Also makes the PXE filter serve unknown MACs: set it for the filter and "
-         "the inspection service alike.")
+         "ramdisk. Also makes the PXE filter serve unknown MACs: set it in the shared "
+         "configuration file, which the filter and the inspection service both read.")
 
 supported_inspect_interfaces_opt = cfg.ListOpt(
     "supported_inspect_interfaces", default=["agent"], mutable=True,

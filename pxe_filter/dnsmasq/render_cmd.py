@@ -8,12 +8,20 @@ Exit status: 0 written, unchanged or valid (``--check-only``); 1 the configurati
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from pxe_filter.common.config import ConfigError, add_config_options, load
+from pxe_filter.common import logs, statedirs
+from pxe_filter.common.config import (
+    FILTER_DEFAULTS,
+    ConfigError,
+    add_config_options,
+    files_or_default,
+    load,
+)
 from pxe_filter.dnsmasq import config, options
 from pxe_filter.dnsmasq.settings import DnsmasqConfigError
 
@@ -27,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Render the dnsmasq configuration from the [dnsmasq] options, check it "
                     "with 'dnsmasq --test' and install it atomically (mode 0644). An invalid "
                     "configuration is reported and the installed file is kept.")
-    add_config_options(parser)
+    add_config_options(parser, FILTER_DEFAULTS)
     parser.add_argument("--output", metavar="PATH",
                         help="where to write (default: [dnsmasq]config_file); '-' prints the "
                              "checked configuration on stdout")
@@ -43,13 +51,29 @@ def _register(conf: cfg.ConfigOpts) -> None:
     options.register_opts(conf)
 
 
+def _make_directories(conf: cfg.ConfigOpts, path: str, installing: bool) -> None:
+    """Create the directory written to and, when installing [dnsmasq]config_file, those of
+    the files dnsmasq writes (its systemd unit creates them too), when missing."""
+    wanted = [(path, "directory of the dnsmasq configuration")]
+    if installing:
+        wanted += [(conf.dnsmasq.leasefile, "directory of [dnsmasq]leasefile"),
+                   (conf.dnsmasq.pid_file, "directory of [dnsmasq]pid_file")]
+    for file, what in wanted:
+        if file:
+            statedirs.ensure_dir(os.path.dirname(os.path.abspath(file)), statedirs.READABLE,
+                                 what)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     args = build_parser().parse_args(argv)
     conf = cfg.ConfigOpts()
     try:
+        logs.register_options(conf, PROG)
         _register(conf)
-        load(conf, args.config_file, args.config_dir)
+        load(conf, files_or_default(args.config_file, args.config_dir, FILTER_DEFAULTS),
+             args.config_dir)
+        logs.setup(conf, PROG)
         text = config.render_conf(conf)
         if args.check_only or args.output == "-":
             config.check(text, conf.dnsmasq.binary)
@@ -59,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print("dnsmasq configuration is valid (nothing written)")
             return 0
         path = args.output or conf.dnsmasq.config_file
+        _make_directories(conf, path, installing=not args.output)
         changed = config.install(text, path, conf.dnsmasq.binary)
     except ConfigError as exc:
         print(f"{PROG}: configuration error: {exc}", file=sys.stderr)

@@ -3,10 +3,13 @@
 import uuid
 
 import pytest
+import yaml
 
+from inspection.db import migration
+from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import Api, api_conf
 from tests.integration.node_factory import add_node
-from tests.integration.pipeline_support import body
+from tests.integration.pipeline_support import RULES_DIR, body
 
 SET_EXTRA = {"op": "set-attribute", "args": {"path": "/extra/checked", "value": True}}
 BUILT_IN = """
@@ -288,3 +291,29 @@ def test_explain_with_inventory_and_with_node(api):
     assert api.client.post("/v1/inspection_rules/explain", json={}).status_code == 400
     assert api.client.post("/v1/inspection_rules/explain",
                            json={"inventory": {}, "phase": "late"}).status_code == 400
+
+
+def test_shipped_rule_examples_read_back_unless_they_hold_a_secret(tmp_path, sqlite_url):
+    """Imported through the API, the examples in etc/ come back whole, except the ones that
+    write a password (sensitive: the API hides their conditions and actions)."""
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    engine.dispose()
+    api = Api(api_conf(tmp_path, sqlite_url))
+    try:
+        shipped = [rule for path in sorted(RULES_DIR.glob("*.yaml"))
+                   for rule in yaml.safe_load(path.read_text())]
+        assert len(shipped) >= 4
+        for rule in shipped:
+            location = create(api, **rule).headers["Location"]
+            back = api.client.get(location).json
+            assert back["description"] == rule["description"]
+            secret = "password" in str(rule["actions"])
+            assert back["sensitive"] is secret
+            if secret:
+                assert back["actions"] is None and back["conditions"] is None
+            else:
+                assert [a["op"] for a in back["actions"]] == [a["op"] for a in rule["actions"]]
+                assert len(back["conditions"]) == len(rule["conditions"])
+    finally:
+        api.close()

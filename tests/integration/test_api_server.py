@@ -102,6 +102,10 @@ def test_startup_errors(tmp_path, db):
     sections = base(db)
     sections["inspection_rules"] = {"built_in_rules": str(rules)}
     assert_one_line_error(run_api(tmp_path, sections), 2, "no-such-op")
+    missing = f"sqlite:///{tmp_path}/state/missing.sqlite"
+    assert_one_line_error(run_api(tmp_path, base(missing)), 2, "ironic-inspection dbsync")
+    assert not (tmp_path / "state").exists()
+    (tmp_path / "empty.sqlite").touch()  # a database without the schema
     empty = f"sqlite:///{tmp_path}/empty.sqlite"
     assert_one_line_error(run_api(tmp_path, base(empty)), 1, "dbsync")
     dead = "postgresql+psycopg2://postgres@127.0.0.1:1/nothing"
@@ -116,7 +120,8 @@ def test_shipped_configuration_works(tmp_path, db):
     override = write_config(tmp_path / "override.conf", {
         "database": {"connection": db}, "api": {"port": port}})
     argv = [*console_script("ironic-inspection-api", "inspection.api.cmd"),
-            "--config-file", str(ETC / "inspection.conf"), "--config-file", str(override)]
+            "--config-file", str(ETC / "shared.conf"), "--config-file",
+            str(ETC / "ironic-inspection.conf"), "--config-file", str(override)]
     log = tmp_path / "api.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)

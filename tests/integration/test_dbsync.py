@@ -35,6 +35,23 @@ def test_dbsync_on_empty_sqlite_creates_schema(tmp_path, capsys):
     assert "Created schema revision" in capsys.readouterr().out
 
 
+def test_dbsync_creates_the_directory_of_the_sqlite_file(tmp_path, capsys):
+    state = tmp_path / "var" / "lib" / "ironic-inspection"
+    url = f"sqlite:///{state}/inspection.sqlite"
+    assert main(["dbsync", "--config-file", _write_conf(tmp_path, url)]) == 0
+    assert "Created schema revision" in capsys.readouterr().out
+    for path in (state, state.parent):
+        assert path.stat().st_mode & 0o777 == 0o750  # the database holds BMC credentials
+
+
+def test_dbsync_says_when_it_cannot_create_the_directory(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    url = f"sqlite:///{tmp_path}/file/state/inspection.sqlite"
+    assert main(["dbsync", "--config-file", _write_conf(tmp_path, url)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "cannot be created" in err and f"{tmp_path}/file/state" in err
+
+
 def test_migrations_match_models(db_url):
     engine = create_engine(db_url)
     with engine.connect() as conn:

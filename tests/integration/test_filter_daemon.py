@@ -206,12 +206,27 @@ def test_needs_select_on_five_columns_only(pg_url, tmp_path, hostsdir):
         admin.dispose()
 
 
+def test_missing_hostsdir_is_created_readable_by_dnsmasq(sqlite_url, tmp_path):
+    migration.upgrade(create_engine(sqlite_url))
+    hostsdir = tmp_path / "lib" / "ironic-pxe-filter" / "hostsdir"
+    result = run_filter(tmp_path, sqlite_url, hostsdir, "--once")
+    assert result.returncode == 0, result.stderr
+    assert read(hostsdir, WILDCARD) == DENY_ALL
+    for path in (hostsdir, hostsdir.parent, hostsdir.parent.parent):
+        assert path.stat().st_mode & 0o777 == 0o755
+    assert f"Created [pxe_filter]dhcp_hostsdir {hostsdir}" in result.stderr
+
+
 @pytest.mark.parametrize("case", ["missing", "file", "readonly", "unset"])
 def test_bad_hostsdir_refused_with_one_line(case, sqlite_url, tmp_path):
     migration.upgrade(create_engine(sqlite_url))
     path = tmp_path / "hostsdir"
     extra = {}
-    if case == "file":
+    if case == "missing":
+        # Missing and impossible to create (a file where its parent should be).
+        (tmp_path / "not-a-dir").write_text("")
+        path = tmp_path / "not-a-dir" / "hostsdir"
+    elif case == "file":
         path.write_text("oops\n")
     elif case == "readonly":
         path.mkdir()

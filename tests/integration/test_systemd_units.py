@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pxe_filter.common import config as common_config
 from pxe_filter.dnsmasq import config
 from tests.support import services
 
@@ -84,6 +85,19 @@ def test_verify_reports_real_errors(tmp_path, mutation, expected):
     units[FILTER] = mutation(units[FILTER])
     problems = verify(tmp_path, units)
     assert any(expected in line for line in problems), problems
+
+
+@pytest.mark.parametrize(("unit", "own"), [
+    (FILTER, common_config.FILTER_CONFIG),
+    ("ironic-inspection-api.service", common_config.INSPECTION_CONFIG),
+    ("ironic-inspection-worker.service", common_config.INSPECTION_CONFIG),
+])
+def test_every_service_reads_the_shared_file_then_its_own(unit, own):
+    argv = shlex.split(_exec_lines(unit, "ExecStart")[0])
+    files = [argv[i + 1] for i, word in enumerate(argv) if word == "--config-file"]
+    assert files == [common_config.SHARED_CONFIG, own]
+    for path in files:  # shipped in etc/ under the name the unit reads
+        assert (REPO / "etc" / Path(path).relative_to("/etc")).is_file(), path
 
 
 def _section(name: str, section: str) -> configparser.SectionProxy:

@@ -139,6 +139,15 @@ def test_worker_without_a_message_bus_refuses_to_start(tmp_path, sqlite_url):
     assert "Traceback" not in log
 
 
+def test_worker_refuses_a_missing_sqlite_database(tmp_path, rabbit_url):
+    worker = start_worker(tmp_path, f"sqlite:///{tmp_path}/state/none.sqlite", rabbit_url)
+    assert worker.wait(30) == 2
+    log = worker.log_text()
+    worker.stop()
+    assert "does not exist: create it with 'ironic-inspection dbsync'" in log
+    assert not (tmp_path / "state").exists()  # nothing created on the way
+
+
 def test_worker_with_an_unreachable_database_exits_1(tmp_path, rabbit_url):
     worker = start_worker(tmp_path, "postgresql+psycopg2://nobody@127.0.0.1:1/none",
                           rabbit_url)

@@ -24,7 +24,7 @@ BASE = {"interface": "eth1", "dhcp_ranges": "192.0.2.100,192.0.2.200,255.255.255
 def write_conf(tmp_path: Path, dnsmasq: dict[str, str | list[str]],
                hostsdir: str | None = HOSTSDIR, raw: str = "") -> Path:
     """An ini file with [pxe_filter]dhcp_hostsdir and the given [dnsmasq] options."""
-    lines = ["[pxe_filter]", f"dhcp_hostsdir = {hostsdir}"] if hostsdir else []
+    lines = ["[pxe_filter]", f"dhcp_hostsdir = {hostsdir}"] if hostsdir is not None else []
     lines.append("[dnsmasq]")
     for key, value in dnsmasq.items():
         for one in value if isinstance(value, list) else [value]:
@@ -199,15 +199,15 @@ def test_invalid_values_are_refused_with_a_clear_error(tmp_path, values, message
 
 def test_every_problem_is_reported_at_once(tmp_path):
     conf = make_conf(tmp_path, {"dhcp_ranges": "192.0.2.9,192.0.2.1", "lease_time": "1"},
-                     hostsdir=None)
+                     hostsdir="")
     with pytest.raises(InvalidSettings) as info:
         config.render_conf(conf)
     assert len(info.value.problems) == 4  # interface, range, lease time, hostsdir
 
 
-def test_missing_hostsdir_is_refused(tmp_path):
+def test_empty_hostsdir_is_refused(tmp_path):
     with pytest.raises(InvalidSettings, match=r"\[pxe_filter\]dhcp_hostsdir is not set"):
-        config.render_conf(make_conf(tmp_path, hostsdir=None))
+        config.render_conf(make_conf(tmp_path, hostsdir=""))
 
 
 def test_newline_injection_from_an_ini_continuation_line(tmp_path):
@@ -305,6 +305,18 @@ def test_command_writes_then_reports_unchanged(tmp_path, capsys):
     assert render_cmd.main(argv) == 0
     assert capsys.readouterr().out == f"{target}: unchanged\n"
     assert "dhcp-hostsdir=" + HOSTSDIR in target.read_text().splitlines()
+
+
+def test_command_creates_the_directories_it_installs_into(tmp_path, capsys):
+    root = tmp_path / "fresh"
+    path = write_conf(tmp_path, {**BASE, "config_file": str(root / "lib/filter/dnsmasq.conf"),
+                                 "leasefile": str(root / "lib/dnsmasq/leases"),
+                                 "pid_file": str(root / "run/dnsmasq/pid")})
+    assert render_cmd.main(["--config-file", str(path)]) == 0
+    assert (root / "lib/filter/dnsmasq.conf").is_file()
+    for directory in ("lib", "lib/filter", "lib/dnsmasq", "run/dnsmasq"):
+        assert (root / directory).stat().st_mode & 0o777 == 0o755  # dnsmasq's user reads
+    assert not (root / "lib/dnsmasq/leases").exists()  # dnsmasq's to create
 
 
 def test_command_check_only_and_stdout_write_nothing(tmp_path, capsys):

@@ -1,0 +1,72 @@
+"""Creating the state directories a command needs, so the shipped samples start outside systemd.
+
+Under systemd the units' ``StateDirectory=`` creates them; run by hand (or on a fresh machine),
+each command creates what is missing when it has the rights, and says what to do when not.
+"""
+
+import logging
+import os
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from pxe_filter.common.config import ConfigError
+
+LOG = logging.getLogger(__name__)
+
+#: State of the inspection service (its SQLite database holds BMC credentials).
+PRIVATE = 0o750
+#: Directories dnsmasq reads after dropping root: the hostsdir and the ones above it.
+READABLE = 0o755
+
+
+def ensure_dir(path: str, mode: int = PRIVATE, what: str = "state directory") -> bool:
+    """Create ``path`` (and missing parents, with ``mode``) unless it exists; True if created.
+
+    Raises ConfigError saying what to do when it cannot be created.
+    """
+    if os.path.isdir(path):
+        return False
+    missing = []
+    head = os.path.abspath(path)
+    while head and not os.path.exists(head):
+        missing.append(head)
+        head = os.path.dirname(head)
+    try:
+        for directory in reversed(missing):
+            os.mkdir(directory, mode)
+            os.chmod(directory, mode)  # mkdir's mode is masked by the umask
+    except OSError as exc:
+        raise ConfigError(f"{what} {path} does not exist and cannot be created "
+                          f"({exc.strerror or exc}): create it (mode {mode:o}, owned by the "
+                          f"service's user) or run as a user who may") from None
+    LOG.info("Created %s %s (mode %o)", what, path, mode)
+    return True
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file of an SQLite URL; None for other databases, in-memory ones and bad URLs."""
+    try:
+        parsed = make_url(url)
+    except sa.exc.ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return os.path.abspath(parsed.database)
+
+
+def ensure_sqlite_dir(url: str) -> bool:
+    """Create the directory of an SQLite database (mode 0750) when missing; True if created."""
+    path = sqlite_file(url)
+    if path is None:
+        return False
+    return ensure_dir(os.path.dirname(path), PRIVATE, "database directory")
+
+
+def require_sqlite_file(url: str) -> None:
+    """Refuse a missing SQLite file: connecting would create an empty database."""
+    path = sqlite_file(url)
+    if path is not None and not os.path.exists(path):
+        raise ConfigError(f"SQLite database {path} does not exist: create it with "
+                          f"'ironic-inspection dbsync' (same --config-file options) or fix "
+                          f"[database]connection")
