@@ -49,6 +49,7 @@ class CallbackRunner:
         self._wakeups = 0  # bumped by every wake(): a thread that saw no work rechecks
         self._stopping = threading.Event()
         self._busy = 0
+        self._claims_failing = False
         self._unreleased: list[Claim] = []  # claims to give back once the database answers
         self._workers: list[threading.Thread] = []
         self._housekeepers: list[threading.Thread] = []
@@ -111,10 +112,18 @@ class CallbackRunner:
             try:
                 claim = callbacks.claim_next(self.engine, self.host)
             except sa.exc.SQLAlchemyError as exc:
-                LOG.warning("Cannot claim accepted callbacks: %s; retrying in %s s",
-                            error_reason(exc), self.interval)
-                self._stopping.wait(self.interval)
+                with self._cond:
+                    if not self._claims_failing:  # once per outage, not once per thread
+                        LOG.warning("Cannot claim accepted callbacks: %s; retrying every "
+                                    "%s s and at every wake-up", error_reason(exc),
+                                    self.interval)
+                    self._claims_failing = True
+                    if self._wakeups == seen and not self._stopping.is_set():
+                        self._cond.wait(self.interval)
                 continue
+            if self._claims_failing:
+                with self._cond:
+                    self._claims_failing = False
             if claim is None:
                 with self._cond:
                     if self._wakeups == seen and not self._stopping.is_set():

@@ -3,17 +3,22 @@ process. Real PostgreSQL (a database of the test's own), RabbitMQ (a vhost of th
 or a private broker when the test kills it), real API and worker processes killed with
 SIGKILL."""
 
+import logging
 import threading
 import time
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
+from tests.integration.api_helpers import Api, api_conf
+from tests.integration.node_factory import add_node, node_row
 from tests.support import services
 from tests.support.callbacks import (
     REFUSED,
+    callback_body,
     finished_counts,
     machine_macs,
     post_callbacks,
@@ -21,6 +26,7 @@ from tests.support.callbacks import (
 )
 from tests.support.rabbitmq import PrivateRabbit
 from tests.support.services_procs import start_api, start_worker
+from tests.support.tcpproxy import TcpProxy
 
 pytestmark = pytest.mark.slow
 
@@ -175,3 +181,28 @@ def test_a_killed_broker_loses_no_accepted_callback(tmp_path, pg_db):
         finally:
             for proc in procs:
                 proc.stop()
+
+
+def test_an_unreachable_database_accepts_nothing_and_says_try_again(tmp_path, pg_db, caplog):
+    url, engine = pg_db
+    data = callback_body("52:54:00:d4:00:01")
+    node = add_node(engine, macs=["52:54:00:d4:00:01"], inspect_interface="agent")
+    with TcpProxy("127.0.0.1", make_url(url).port or 5432) as proxy:
+        proxied = make_url(url).set(port=proxy.port).render_as_string(hide_password=False)
+        api = Api(api_conf(tmp_path, proxied, database={"connect_timeout": 2}))
+        try:
+            proxy.stop()  # the database server is gone for this API
+            with caplog.at_level(logging.ERROR, logger="inspection.api"):
+                answer = api.client.post("/v1/continue_inspection", json=data)
+            assert answer.status_code == 503, answer.json
+            assert "try again later" in answer.json["error"]["message"]
+            assert "Inspection data not accepted, the database failed" in caplog.text
+            assert "Traceback" not in caplog.text
+            assert pending_callbacks(engine) == 0  # nothing accepted
+            proxy.start()  # back: the ramdisk's retry is accepted and processed
+            answer = api.client.post("/v1/continue_inspection", json=data)
+            assert answer.status_code == 202, answer.json
+            api.wait_processed(30)
+            assert node_row(engine, node["id"]).provision_state == "manageable"
+        finally:
+            api.close()
