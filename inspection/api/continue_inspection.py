@@ -28,9 +28,9 @@ def continue_inspection() -> tuple[Response, int]:
         raise ApiError(400, "node_uuid must be a UUID")
     c = ctx()
     try:
-        accepted = c.service.accept(body, node_uuid=node_uuid)
+        accepted = c.service.accept(body, node_uuid=node_uuid, store_discovered=True)
         # 202 only once the data is committed: from then on it survives any one crash.
-        c.dispatcher.dispatch(accepted.node_uuid, accepted.data)
+        c.dispatcher.dispatch(accepted.node_uuid, accepted.data, accepted.callback_id)
     except (DispatchError, sa.exc.OperationalError) as exc:
         if isinstance(exc, sa.exc.OperationalError):
             LOG.error("Inspection data not accepted, the database failed: %s",

@@ -29,9 +29,10 @@ class DispatchError(Exception):
 class Dispatcher(Protocol):
     """Something that makes ``(node_uuid, data)`` durable, then processes it."""
 
-    def dispatch(self, node_uuid: str, data: dict[str, Any]) -> None:
-        """Commit the data and wake a processor; raise :class:`DispatchError` if it could
-        not be committed."""
+    def dispatch(self, node_uuid: str, data: dict[str, Any],
+                 stored: int | None = None) -> None:
+        """Commit the data (unless already ``stored``, a row id) and wake a processor; raise
+        :class:`DispatchError` if it could not be committed."""
 
     def close(self) -> None:
         """Stop accepting work."""
@@ -55,9 +56,11 @@ class InProcessDispatcher:
         self.runner = CallbackRunner(self.engine, service, conf, threads)
         self.runner.start()
 
-    def dispatch(self, node_uuid: str, data: dict[str, Any]) -> None:
-        """Store the data and wake a processing thread."""
-        store(self.engine, node_uuid, data)
+    def dispatch(self, node_uuid: str, data: dict[str, Any],
+                 stored: int | None = None) -> None:
+        """Store the data (unless already ``stored``) and wake a processing thread."""
+        if stored is None:
+            store(self.engine, node_uuid, data)
         self.runner.wake()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
@@ -84,10 +87,11 @@ class RpcDispatcher:
         self._sender = threading.Thread(target=self._send, name="worker-wakeups", daemon=True)
         self._sender.start()
 
-    def dispatch(self, node_uuid: str, data: dict[str, Any]) -> None:
-        """Store the data, then queue a wake-up cast."""
-        row_id = store(self.engine, node_uuid, data)
-        self._wakeups.put(row_id)
+    def dispatch(self, node_uuid: str, data: dict[str, Any],
+                 stored: int | None = None) -> None:
+        """Store the data (unless already ``stored``), then queue a wake-up cast."""
+        self._wakeups.put(stored if stored is not None else store(self.engine, node_uuid,
+                                                                  data))
 
     def _send(self) -> None:
         while (row_id := self._wakeups.get()) is not None:

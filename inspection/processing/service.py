@@ -73,6 +73,8 @@ class Accepted:
 
     node_uuid: str
     data: dict
+    #: Set when the data was committed with a node enrolled by auto-discovery.
+    callback_id: int | None = None
 
 
 class RuleCache:
@@ -196,10 +198,13 @@ class InspectionService:
 
     # --- the synchronous part ---
 
-    def accept(self, body: dict, node_uuid: str | None = None) -> Accepted:
+    def accept(self, body: dict, node_uuid: str | None = None,
+               store_discovered: bool = False) -> Accepted:
         """Validate, run the early rules, find or enroll the node.
 
-        Raises BadRequest, NotFound/UnknownMachine (generic 404) or NodeLocked.
+        ``store_discovered``: commit the data with a node that discovery enrolls (its
+        ``callback_id`` is then set). Raises BadRequest, NotFound/UnknownMachine (generic
+        404) or NodeLocked.
         """
         inventory, plugin_data = _split_body(body)
         data = LookupData.build(node_uuid, _lookup_macs(inventory),
@@ -212,12 +217,14 @@ class InspectionService:
         except StageFailed as exc:
             self._fail_early(data, str(exc))
             raise BadRequest(REJECTED_MESSAGE) from None
-        found = lookup_or_discover(self.engine, self.conf, data, pxe_mac(inventory))
+        accepted = {**plugin_data, "inventory": inventory}
+        found = lookup_or_discover(self.engine, self.conf, data, pxe_mac(inventory),
+                                   accepted if store_discovered else None)
         if not found.created:
             self._check_unlocked(found.node_id)
         LOG.info("Inspection data accepted for node %s%s", found.node_uuid,
                  " (auto-discovered)" if found.created else "")
-        return Accepted(found.node_uuid, {**plugin_data, "inventory": inventory})
+        return Accepted(found.node_uuid, accepted, found.callback_id)
 
     def _check_unlocked(self, node_id: int) -> None:
         with self.engine.connect() as conn:

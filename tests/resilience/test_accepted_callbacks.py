@@ -21,6 +21,7 @@ from tests.support.callbacks import (
     callback_body,
     finished_counts,
     machine_macs,
+    nodes_of,
     post_callbacks,
     wait_finished,
 )
@@ -206,3 +207,32 @@ def test_an_unreachable_database_accepts_nothing_and_says_try_again(tmp_path, pg
             assert node_row(engine, node["id"]).provision_state == "manageable"
         finally:
             api.close()
+
+
+def test_a_database_failure_while_discovering_leaves_no_node_the_retry_cannot_use(
+        tmp_path, sqlite_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    mac = "52:54:00:d5:00:01"
+    api = Api(api_conf(tmp_path, sqlite_url, **DISCOVERY))
+    failures = []
+
+    def die_on_storing(conn, cursor, statement, *args) -> None:
+        if statement.startswith("INSERT INTO inspection_callbacks") and not failures:
+            failures.append(statement)
+            raise sa.exc.OperationalError(statement, {}, Exception("server closed the "
+                                                                     "connection"))
+
+    sa.event.listen(api.context.engine, "before_cursor_execute", die_on_storing)
+    try:
+        answer = api.client.post("/v1/continue_inspection", json=callback_body(mac))
+        assert answer.status_code == 503 and failures, answer.json
+        assert nodes_of(engine, [mac]) == []  # the enrollment went with the data
+        answer = api.client.post("/v1/continue_inspection", json=callback_body(mac))
+        assert answer.status_code == 202, answer.json  # the ramdisk's retry
+        api.wait_processed(30)
+        (row,) = nodes_of(engine, [mac])
+        assert row.uuid == answer.json["uuid"] and row.inspection_finished_at
+    finally:
+        api.close()
+        engine.dispose()
