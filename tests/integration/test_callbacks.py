@@ -144,3 +144,12 @@ def test_data_that_keeps_killing_its_processes_fails_the_inspection(db_engine, t
     assert row.provision_state == "inspect failed" and row.reservation is None
     assert "interrupted 2 time(s)" in row.last_error
     assert "max_attempts = 2" in row.last_error
+
+
+def test_a_callback_as_large_as_the_api_accepts_is_stored_whole(db_engine, tmp_path):
+    limit = make_conf(tmp_path).api.max_request_body_size
+    data = {"inventory": {"interfaces": []}, "blob": "x" * (limit - 100),
+            "names": ["r\u00e9seau \u2013 \u00fc"] * 100}
+    row_id = callbacks.store(db_engine, "node-1", data)
+    claim = callbacks.claim_next(db_engine, "a")
+    assert claim.id == row_id and claim.data == data
