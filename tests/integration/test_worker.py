@@ -142,6 +142,35 @@ def test_worker_without_a_message_bus_refuses_to_start(tmp_path, sqlite_url):
     assert "Traceback" not in log
 
 
+def test_worker_refuses_a_heartbeat_timeout_shorter_than_two_intervals(tmp_path, sqlite_url,
+                                                                       rabbit_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    engine.dispose()
+    worker = start_worker(tmp_path, sqlite_url, rabbit_url, {"processing": {
+        "heartbeat_interval": 10, "heartbeat_timeout": 15}})
+    assert worker.wait(30) == 2
+    log = worker.log_text()
+    worker.stop()
+    critical = [line for line in log.splitlines() if "CRITICAL" in line]
+    assert len(critical) == 1 and "Traceback" not in log, log
+    assert "[processing]heartbeat_timeout (15) must be at least twice " \
+           "heartbeat_interval (10)" in critical[0]
+
+
+def test_worker_on_a_database_without_the_callbacks_table_says_to_run_dbsync(
+        tmp_path, sqlite_url, rabbit_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine, "0001_initial")  # the schema of the previous version
+    engine.dispose()
+    worker = start_worker(tmp_path, sqlite_url, rabbit_url)
+    assert worker.wait(30) == 1
+    log = worker.log_text()
+    worker.stop()
+    assert "has no table inspection_callbacks (added by this version): run " \
+           "'ironic-inspection dbsync" in log and "Traceback" not in log
+
+
 def test_worker_with_an_unreachable_database_exits_1(tmp_path, rabbit_url):
     worker = start_worker(tmp_path, "postgresql+psycopg2://nobody@127.0.0.1:1/none",
                           rabbit_url)
