@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from inspection import locking
 from inspection.db.models import InspectionCallback, InspectionProcess, Node, utcnow
 from inspection.processing import callbacks
 
@@ -91,11 +92,22 @@ def take_over_dead(engine: Engine, host: str, timeout: float,
                     "longer registered", orphans)
     for row in dead:
         # Reservations first: a callback claimed again must find its node free.
-        with engine.begin() as conn:
-            reservations = conn.execute(
-                sa.update(_nodes).where(_nodes.c.reservation == row.host)
-                .values(reservation=None, updated_at=_nodes.c.updated_at)).rowcount
+        try:
+            with engine.begin() as conn:
+                reservations = conn.execute(
+                    sa.update(_nodes).where(_nodes.c.reservation == row.host)
+                    .values(reservation=None, updated_at=_nodes.c.updated_at)).rowcount
+        except sa.exc.OperationalError as exc:
+            if not locking.is_lock_conflict(exc):
+                raise
+            # A frozen (not dead) process still holds a node row in an open transaction.
+            LOG.warning("Process %s is dead but a node it reserved is locked by its open "
+                        "transaction; its reservations are released at the next pass",
+                        row.host)
+            reservations = None
         released = callbacks.release_owner(engine, row.host)
+        if reservations is None:
+            continue  # forget the host only once its reservations are gone
         with engine.begin() as conn:
             # Only if it did not come back meanwhile.
             conn.execute(sa.delete(_procs).where(_procs.c.host == row.host,

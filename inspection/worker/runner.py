@@ -219,6 +219,7 @@ class CallbackRunner:
                 late = False
 
     def _housekeeping(self) -> None:
+        failing = False
         while not self._stopping.wait(self.interval):
             try:
                 heartbeat.take_over_dead(self.engine, self.host, self.timeout)
@@ -228,7 +229,11 @@ class CallbackRunner:
                     self._give_back(claim, None)
                 due = callbacks.due(self.engine)
             except sa.exc.SQLAlchemyError as exc:
-                LOG.debug("Looking for due callbacks failed: %s", error_reason(exc))
+                if not failing:  # the heartbeat thread reports the outage as well
+                    LOG.warning("Cannot look for dead processes and due callbacks: %s; "
+                                "retrying every %s s", error_reason(exc), self.interval)
+                failing = True
                 continue
+            failing = False
             if due:
                 self.wake(due)

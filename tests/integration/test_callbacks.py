@@ -4,15 +4,17 @@ the processing result, fenced when taken over, taken over from dead processes.""
 import threading
 from datetime import timedelta
 
+import pytest
 import sqlalchemy as sa
 
 from inspection import locking
-from inspection.db.models import InspectionCallback, InspectionProcess, utcnow
+from inspection.db.models import InspectionCallback, InspectionProcess, Node, utcnow
 from inspection.processing import callbacks
 from inspection.timeouts import fail_timed_out
 from inspection.worker import heartbeat
 from inspection.worker.runner import CallbackRunner
 from pxe_filter.broadcast import FilterNotifier
+from pxe_filter.common.database import create_engine
 from tests.integration.node_factory import add_node, make_conf, node_row
 from tests.integration.pipeline_support import body, macs_of, service_for
 
@@ -153,3 +155,26 @@ def test_a_callback_as_large_as_the_api_accepts_is_stored_whole(db_engine, tmp_p
     row_id = callbacks.store(db_engine, "node-1", data)
     claim = callbacks.claim_next(db_engine, "a")
     assert claim.id == row_id and claim.data == data
+
+
+def test_a_frozen_process_holding_a_row_lock_delays_only_its_reservations(db_url):
+    if db_url.startswith("sqlite"):
+        pytest.skip("SQLite locks the whole database, not a row")
+    engine = create_engine(db_url, lock_timeout=1)
+    heartbeat.beat(engine, "frozen", utcnow() - timedelta(seconds=100))
+    node = add_node(engine)
+    locking.acquire(engine, node["id"], "frozen")
+    row_id = callbacks.store(engine, node["uuid"], {"inventory": {}})
+    callbacks.claim_next(engine, "frozen")
+    holder = engine.connect()  # the frozen process's transaction, open on the node row
+    holder.execute(sa.update(Node).where(Node.id == node["id"]).values(last_error="x"))
+    try:
+        assert heartbeat.take_over_dead(engine, "alive", timeout=30) == []
+        assert _row(engine, row_id).owner is None  # its callbacks are free at once
+    finally:
+        holder.rollback()
+        holder.close()
+    taken = heartbeat.take_over_dead(engine, "alive", timeout=30)
+    assert [(t.host, t.reservations, t.callbacks) for t in taken] == [("frozen", 1, 0)]
+    assert node_row(engine, node["id"]).reservation is None
+    engine.dispose()
