@@ -106,8 +106,12 @@ class Worker:
         from pxe_filter.broadcast import FilterNotifier  # noqa: PLC0415
 
         # Before the bus: stored callbacks are processed even while the bus is down.
-        self.runner = CallbackRunner(self.engine, service, self.conf, rpc.MAX_CONCURRENT)
-        self.runner.start()
+        runner = CallbackRunner(self.engine, service, self.conf, rpc.MAX_CONCURRENT)
+        try:
+            runner.start()
+        except DatabaseError as exc:
+            raise ServiceError(str(exc)) from None
+        self.runner = runner
         endpoint = rpc.WorkerEndpoint(
             self.runner.wake, lambda node_uuid, data: callbacks.store(self.engine, node_uuid,
                                                                       data))

@@ -25,7 +25,7 @@ from inspection.errors import NodeLocked
 from inspection.processing import callbacks
 from inspection.processing.callbacks import Claim
 from inspection.worker import heartbeat
-from pxe_filter.common.database import error_reason
+from pxe_filter.common.database import DatabaseError, error_reason
 
 LOG = logging.getLogger(__name__)
 
@@ -60,9 +60,14 @@ class CallbackRunner:
         return self._busy
 
     def start(self) -> None:
-        """Register (taking back this host's work left by a crash), then start the threads."""
-        locking.clear_stale(self.engine, self.host)
-        heartbeat.register(self.engine, self.host)
+        """Register (taking back this host's work left by a crash), then start the threads;
+        :class:`DatabaseError` if the database refuses."""
+        try:
+            locking.clear_stale(self.engine, self.host)
+            heartbeat.register(self.engine, self.host)
+        except sa.exc.SQLAlchemyError as exc:
+            raise DatabaseError(f"cannot register this process for processing inspection "
+                                f"data: {error_reason(exc)}") from None
         self._housekeepers = [
             threading.Thread(target=self._heartbeat, daemon=True, name="callbacks-heartbeat"),
             threading.Thread(target=self._housekeeping, daemon=True, name="callbacks-poll")]
@@ -93,7 +98,8 @@ class CallbackRunner:
             heartbeat.deregister(self.engine, self.host)
         except sa.exc.SQLAlchemyError as exc:
             LOG.warning("Could not leave the process table (%s); other processes take over "
-                        "this host's callbacks after [processing]heartbeat_timeout", exc)
+                        "this host's callbacks after [processing]heartbeat_timeout",
+                        error_reason(exc))
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no callback is stored or running; False on timeout (for tests)."""
