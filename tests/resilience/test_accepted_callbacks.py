@@ -166,10 +166,12 @@ def test_a_killed_broker_loses_no_accepted_callback(tmp_path, pg_db):
             answers = post_callbacks(api.url, queued, threads=8)
             rabbit.kill()  # with the wake-ups (old: the data itself) queued in it
             killed = time.monotonic()
-            # The bus stays dead: the API still accepts, a worker still processes.
-            answers += post_callbacks(api.url, later, threads=8)
+            # The bus stays dead: a worker still starts and processes what is stored...
             worker = start_worker(tmp_path, url, rabbit.url, DISCOVERY, name="worker2")
             procs.append(worker)
+            wait_finished(engine, queued, killed + 60)
+            # ... the API still accepts, and the idle worker finds those with no wake-up.
+            answers += post_callbacks(api.url, later, threads=8)
             rows = wait_finished(engine, macs, killed + 60)
             done = time.monotonic() - killed
             lost = len(macs) - sum(1 for r in rows if r.inspection_finished_at)
@@ -178,6 +180,7 @@ def test_a_killed_broker_loses_no_accepted_callback(tmp_path, pg_db):
                   f"after the kill")
             assert_each_processed_once(engine, macs, answers, rows,
                                        [p.log_text() for p in procs])
+            assert "Cannot wake a worker over the message bus" in api.log_text()
             assert worker.stop() == 0 and api.stop() == 0
         finally:
             for proc in procs:
