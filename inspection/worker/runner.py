@@ -41,8 +41,8 @@ class CallbackRunner:
                  threads: int) -> None:
         self.engine, self.service = engine, service
         self.host = conf.host
-        self.interval = float(conf.processing.heartbeat_interval)
-        self.timeout = float(conf.processing.heartbeat_timeout)
+        self.interval = conf.processing.heartbeat_interval
+        self.timeout = conf.processing.heartbeat_timeout
         self.max_attempts = conf.processing.max_attempts
         self.threads = threads
         self._cond = threading.Condition()
