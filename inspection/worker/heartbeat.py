@@ -28,9 +28,28 @@ _nodes = Node.__table__
 _rows = InspectionCallback.__table__
 
 
+#: The database server's current UTC time, per backend.
+_DB_UTC_NOW = {"postgresql": "SELECT timezone('utc', clock_timestamp())",
+               "mysql": "SELECT UTC_TIMESTAMP(6)",
+               "sqlite": "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"}
+
+
+def database_now(engine: Engine) -> datetime:
+    """Naive UTC time of the database server: heartbeats are stamped and compared with one
+    clock, so a host whose clock is off is neither judged dead nor blind to the dead."""
+    query = _DB_UTC_NOW.get(engine.dialect.name)
+    if query is None:
+        return utcnow()
+    with engine.connect() as conn:
+        value = conn.execute(sa.text(query)).scalar()
+    if isinstance(value, str):  # SQLite
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=None)
+
+
 def beat(engine: Engine, host: str, now: datetime | None = None) -> bool:
     """Write ``host``'s heartbeat; False if its row was gone (others judged it dead)."""
-    now = now or utcnow()
+    now = now or database_now(engine)
     with engine.begin() as conn:
         if conn.execute(sa.update(_procs).where(_procs.c.host == host)
                         .values(heartbeat_at=now)).rowcount == 1:
@@ -75,7 +94,7 @@ def take_over_dead(engine: Engine, host: str, timeout: float,
                    now: datetime | None = None) -> list[Takeover]:
     """Release the reservations and callbacks of every host (but ``host``) whose heartbeat
     is older than ``timeout`` seconds, then forget the host."""
-    cutoff = (now or utcnow()) - timedelta(seconds=timeout)
+    cutoff = (now or database_now(engine)) - timedelta(seconds=timeout)
     with engine.connect() as conn:
         dead = conn.execute(sa.select(_procs.c.host, _procs.c.heartbeat_at)
                             .where(_procs.c.heartbeat_at < cutoff, _procs.c.host != host)

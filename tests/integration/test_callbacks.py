@@ -178,3 +178,12 @@ def test_a_frozen_process_holding_a_row_lock_delays_only_its_reservations(db_url
     assert [(t.host, t.reservations, t.callbacks) for t in taken] == [("frozen", 1, 0)]
     assert node_row(engine, node["id"]).reservation is None
     engine.dispose()
+
+
+def test_heartbeats_use_the_database_clock(db_engine):
+    server = heartbeat.database_now(db_engine)
+    assert abs((server - utcnow()).total_seconds()) < 5  # UTC, naive, on every backend
+    heartbeat.beat(db_engine, "w")
+    with db_engine.connect() as conn:
+        stamped = conn.execute(sa.select(InspectionProcess.heartbeat_at)).scalar()
+    assert abs((stamped - server).total_seconds()) < 5
