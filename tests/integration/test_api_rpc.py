@@ -61,6 +61,7 @@ def test_stored_then_cast_to_worker(tmp_path, sqlite_url, vhost):
         finally:
             rpc.stop_server(server)
             runner.stop()
+            service.notifier.close()  # its connection must not outlive the vhost
             transport.cleanup()
     finally:
         api.close()
@@ -95,5 +96,6 @@ def test_unreachable_bus_still_accepts_and_a_worker_finds_the_data(tmp_path, sql
             assert _wait_state(api, node["uuid"], 20) == "manageable"
         finally:
             runner.stop()
+            service.notifier.close()
     finally:
         api.close()
