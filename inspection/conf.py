@@ -129,6 +129,31 @@ worker_opts = [
                             "no login: keep them on a trusted address."),
 ]
 
+processing_opts = [
+    cfg.IntOpt("heartbeat_interval", default=10, min=1,
+               help="Seconds between the heartbeats that each worker (and the API "
+                    "all-in-one) writes to the database; also how often each looks for "
+                    "accepted callbacks whose wake-up was lost."),
+    cfg.IntOpt("heartbeat_timeout", default=30, min=2,
+               help="Seconds without a heartbeat after which a process is dead: the others "
+                    "take over the callbacks it was processing and release its node "
+                    "reservations. At least twice heartbeat_interval; the takeover happens "
+                    "within heartbeat_timeout + heartbeat_interval of a crash."),
+    cfg.IntOpt("max_attempts", default=3, min=1,
+               help="Times the processing of one accepted callback may be interrupted (its "
+                    "process dies or fails unexpectedly) before the inspection fails instead "
+                    "of killing the next process."),
+]
+
+
+def check_processing_opts(conf: cfg.ConfigOpts) -> None:
+    """Raise ValueError if the heartbeat timeout leaves no room for a late heartbeat."""
+    group = conf.processing
+    if group.heartbeat_timeout < 2 * group.heartbeat_interval:
+        raise ValueError(f"[processing]heartbeat_timeout ({group.heartbeat_timeout}) must be "
+                         f"at least twice heartbeat_interval ({group.heartbeat_interval}), "
+                         f"or a busy but live process is judged dead")
+
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register every inspection option group on ``conf`` (idempotent)."""
@@ -139,6 +164,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(inspection_rules_opts, group="inspection_rules")
     conf.register_opts(api_opts, group="api")
     conf.register_opts(worker_opts, group="worker")
+    conf.register_opts(processing_opts, group="processing")
     shared.register_shared_opts(conf)
 
 
@@ -152,5 +178,6 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         ("inspection_rules", inspection_rules_opts),
         ("api", api_opts),
         ("worker", worker_opts),
+        ("processing", processing_opts),
         ("pxe_filter", [shared.supported_inspect_interfaces_opt]),
     ]

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from inspection import states
 from inspection.db.engine import session_scope
-from inspection.db.models import Node, Port
+from inspection.db.models import InspectionCallback, Node, Port, utcnow
 from inspection.errors import NotFound, UnknownMachine
 from inspection.locking import is_lock_conflict
 from inspection.lookup import LookupData, lookup_node
@@ -39,15 +39,19 @@ class Found:
     node_id: int
     node_uuid: str
     created: bool
+    #: The callback stored with the new node (see ``enroll_node``), if any.
+    callback_id: int | None = None
 
 
 def enroll_node(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
-                pxe_mac: str | None = None) -> Found:
+                pxe_mac: str | None = None, callback: dict | None = None) -> Found:
     """Create the node and its ports in one committed transaction.
 
     Raises :class:`sqlalchemy.exc.IntegrityError` when a port with one of the MACs already
     exists (another callback won the race). ``pxe_mac`` (normalised) marks which port
-    boots over PXE; without it every port is marked PXE-enabled.
+    boots over PXE; without it every port is marked PXE-enabled. ``callback`` (the
+    inspection data) is stored in the same transaction: a crash never leaves a discovered
+    node without its data, which the ramdisk's retry could not deliver (it gets 404).
     """
     if not data.macs:
         raise NotFound("cannot enroll a machine without a valid MAC address")
@@ -69,9 +73,16 @@ def enroll_node(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
                              local_link_connection={}, internal_info={}))
         session.flush()
         node_id = node.id
+        callback_id = None
+        if callback is not None:
+            row = InspectionCallback(node_uuid=node_uuid, data=callback, created_at=utcnow(),
+                                     attempts=0)
+            session.add(row)
+            session.flush()
+            callback_id = row.id
     LOG.info("Auto-discovery: enrolled node %s (driver %s) for MACs %s", node_uuid,
              conf.auto_discovery.driver, ", ".join(data.macs))
-    return Found(node_id, node_uuid, created=True)
+    return Found(node_id, node_uuid, created=True, callback_id=callback_id)
 
 
 def _lookup(engine: Engine, data: LookupData) -> Found:
@@ -82,8 +93,9 @@ def _lookup(engine: Engine, data: LookupData) -> Found:
 
 
 def lookup_or_discover(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
-                       pxe_mac: str | None = None) -> Found:
-    """The node for ``data``: looked up, or enrolled when unknown and discovery is enabled.
+                       pxe_mac: str | None = None, callback: dict | None = None) -> Found:
+    """The node for ``data``: looked up, or enrolled (with ``callback`` stored, see
+    :func:`enroll_node`) when unknown and discovery is enabled.
 
     Raises :class:`~inspection.errors.NotFound` (generic message) otherwise, including for a
     duplicate callback that lost the enrollment race.
@@ -95,7 +107,7 @@ def lookup_or_discover(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
             if not conf.auto_discovery.enabled:
                 raise
         try:
-            return enroll_node(engine, conf, data, pxe_mac)
+            return enroll_node(engine, conf, data, pxe_mac, callback)
         except sa.exc.IntegrityError:
             LOG.info("Auto-discovery: another callback enrolled MACs %s first; looking up "
                      "again", ", ".join(data.macs))

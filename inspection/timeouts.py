@@ -11,13 +11,13 @@ import threading
 from datetime import datetime, timedelta
 
 from oslo_config import cfg
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
 from inspection import locking, metrics
 from inspection.db.engine import session_scope
-from inspection.db.models import INSPECT_WAIT, Node, utcnow
+from inspection.db.models import INSPECT_WAIT, InspectionCallback, Node, utcnow
 from inspection.errors import NodeLocked, NotFound
 from inspection.inspect_control import fail_inspection
 from pxe_filter.broadcast import FilterNotifier
@@ -38,6 +38,11 @@ def _timed_out_filter(cutoff: datetime):
                              and_(Node.updated_at.is_(None), Node.created_at < cutoff)))))
 
 
+def _data_accepted(node_uuid=Node.uuid):
+    # The ramdisk's data arrived and waits for a worker: the node is not waiting any more.
+    return exists().where(InspectionCallback.node_uuid == node_uuid)
+
+
 def fail_timed_out(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier,
                    now: datetime | None = None) -> list[str]:
     """Fail every node in ``inspect wait`` for longer than the timeout; returns their UUIDs."""
@@ -48,7 +53,8 @@ def fail_timed_out(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifie
     cutoff = now - timedelta(seconds=timeout)
     with engine.connect() as conn:
         candidates = conn.execute(select(Node.id).where(_timed_out_filter(cutoff),
-                                                        Node.reservation.is_(None))
+                                                        Node.reservation.is_(None),
+                                                        ~_data_accepted())
                                   .order_by(Node.id)).scalars().all()
     failed: list[str] = []
     for node_id in candidates:
@@ -76,6 +82,8 @@ def _fail_one(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier, no
         if node is None or node.provision_state != INSPECT_WAIT or started is None \
                 or started >= cutoff:
             return None  # processed or restarted since the query
+        if session.execute(select(_data_accepted(node.uuid))).scalar():
+            return None  # its data arrived since the query
         message = (f"Timeout reached while inspecting the node: no inspection data "
                    f"received within {timeout} seconds of the start of inspection at "
                    f"{started.isoformat(sep=' ', timespec='seconds')} UTC")

@@ -37,11 +37,11 @@ def _default_service(conf: cfg.ConfigOpts, engine: Engine, notifier: FilterNotif
     return InspectionService.from_conf(conf, engine=engine, notifier=notifier)
 
 
-def _default_dispatcher(conf: cfg.ConfigOpts, service: Any) -> Any:
+def _default_dispatcher(conf: cfg.ConfigOpts, service: Any, engine: Engine) -> Any:
     url = messaging.configured_transport_url(conf)
     if url:
-        return RpcDispatcher(messaging.get_transport(url))
-    return InProcessDispatcher(service, conf.api.processing_threads)
+        return RpcDispatcher(engine, messaging.get_transport(url))
+    return InProcessDispatcher(service, conf, conf.api.processing_threads)
 
 
 def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
@@ -89,15 +89,15 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     Loads the htpasswd file, and through the service the hooks and built-in rules, once
     (raising their errors, for the caller to report at start-up); the rules endpoints share
     the service's repository. ``service`` defaults to the real InspectionService,
-    ``dispatcher`` to a worker client when ``[DEFAULT]transport_url`` is set, else to an
-    in-process thread pool.
+    ``dispatcher`` to a worker client when ``[DEFAULT]transport_url`` is set, else to
+    threads of this process; both store accepted data in the database first.
     """
     engine = engine if engine is not None else engine_from_conf(conf)
     notifier = notifier if notifier is not None else FilterNotifier.from_conf(conf)
     if service is None:
         service = _default_service(conf, engine, notifier)
     if dispatcher is None:
-        dispatcher = _default_dispatcher(conf, service)
+        dispatcher = _default_dispatcher(conf, service, engine)
     app = Flask("inspection.api", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = conf.api.max_request_body_size
     app.config["JSON_SORT_KEYS"] = False

@@ -64,6 +64,10 @@ def read_all_options(conf: cfg.ConfigOpts) -> None:
 def check_conf(conf: cfg.ConfigOpts) -> None:
     """Refuse invalid values, and an unauthenticated API reachable from other machines."""
     read_all_options(conf)
+    try:
+        inspection_conf.check_processing_opts(conf)
+    except ValueError as exc:
+        raise ServiceError(str(exc), EXIT_CONFIG) from None
     if (conf.api.auth_strategy == "noauth" and not is_loopback(conf.api.host_ip)
             and not conf.api.allow_insecure_noauth):
         raise ServiceError(f"[api]auth_strategy = noauth would let anyone who reaches "
@@ -73,15 +77,21 @@ def check_conf(conf: cfg.ConfigOpts) -> None:
 
 
 def check_database(engine) -> None:
-    """The database answers and has a node table (ours or Ironic's)."""
+    """The database answers and has our schema (a node table and the callbacks table)."""
     import sqlalchemy as sa  # noqa: PLC0415
 
     from pxe_filter.common.database import check_connection, describe_url  # noqa: PLC0415
 
     check_connection(engine)
-    if "nodes" not in sa.inspect(engine).get_table_names():
+    tables = sa.inspect(engine).get_table_names()
+    if "nodes" not in tables:
         raise ServiceError(f"database {describe_url(engine.url)} has no schema: run "
                            f"'ironic-inspection dbsync --config-file ...' first", EXIT_RUNTIME)
+    if "inspection_callbacks" not in tables:
+        raise ServiceError(f"database {describe_url(engine.url)} has no table "
+                           f"inspection_callbacks (added by this version): run "
+                           f"'ironic-inspection dbsync --config-file ...' to upgrade it",
+                           EXIT_RUNTIME)
 
 
 def build(conf: cfg.ConfigOpts):

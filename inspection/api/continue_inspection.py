@@ -2,12 +2,14 @@
 
 import logging
 
+import sqlalchemy as sa
 from flask import Blueprint, Response, g, jsonify, request
 
 from inspection.api.context import ctx, json_body
 from inspection.api.dispatch import DispatchError
 from inspection.api.errors import ApiError
 from inspection.db.idents import is_uuid
+from pxe_filter.common.database import error_reason
 
 bp = Blueprint("continue_inspection", __name__)
 LOG = logging.getLogger("inspection.api.continue")
@@ -15,7 +17,8 @@ LOG = logging.getLogger("inspection.api.continue")
 
 @bp.post("/v1/continue_inspection")
 def continue_inspection() -> tuple[Response, int]:
-    """Find (or enroll) the node synchronously, answer 202 and process in the background."""
+    """Find (or enroll) the node and store the data synchronously, answer 202, process in
+    the background."""
     # Firmware does report NULs (e.g. in serial numbers); they are stored escaped.
     body = json_body(check_strings=False)
     if not isinstance(body, dict):
@@ -24,13 +27,17 @@ def continue_inspection() -> tuple[Response, int]:
     if node_uuid is not None and not is_uuid(node_uuid):
         raise ApiError(400, "node_uuid must be a UUID")
     c = ctx()
-    accepted = c.service.accept(body, node_uuid=node_uuid)
-    g.discovered = accepted.created  # the callback's outcome in the metrics
     try:
-        c.dispatcher.dispatch(accepted.node_uuid, accepted.data)
-    except DispatchError:
-        # The node stays in 'inspect wait'; the ramdisk retries or the timeout fails it.
-        raise ApiError(503, "Inspection data cannot be processed right now; try again "
+        accepted = c.service.accept(body, node_uuid=node_uuid, store_discovered=True)
+        g.discovered = accepted.created  # the callback's outcome in the metrics
+        # 202 only once the data is committed: from then on it survives any one crash.
+        c.dispatcher.dispatch(accepted.node_uuid, accepted.data, accepted.callback_id)
+    except (DispatchError, sa.exc.OperationalError) as exc:
+        if isinstance(exc, sa.exc.OperationalError):
+            LOG.error("Inspection data not accepted, the database failed: %s",
+                      error_reason(exc))
+        # Nothing was accepted; the ramdisk retries (or the inspect-wait timeout fails it).
+        raise ApiError(503, "Inspection data cannot be accepted right now; try again "
                             "later") from None
     LOG.info("Accepted inspection data for node %s", accepted.node_uuid)
     return jsonify({"uuid": accepted.node_uuid}), 202

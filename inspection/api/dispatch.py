@@ -1,95 +1,126 @@
-"""Handing accepted inspection data to processing: a worker over the message bus, or a
-small in-process thread pool (all-in-one mode, ``[DEFAULT]transport_url`` unset)."""
+"""Handing accepted inspection data to processing: the data is committed to the database
+first (what a 202 promises), then a worker is woken over the message bus, or a thread of
+this process (all-in-one mode, ``[DEFAULT]transport_url`` unset)."""
 
 import logging
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
+
+import sqlalchemy as sa
+from oslo_config import cfg
+from sqlalchemy.engine import Engine
+
+from inspection.processing import callbacks
+from inspection.worker.runner import CallbackRunner
+from pxe_filter.common.database import error_reason
 
 LOG = logging.getLogger("inspection.api.dispatch")
 
-#: Reconnection attempts of one cast: a dead bus must answer the ramdisk, not hang it.
+#: Reconnection attempts of one wake-up cast: the workers find stored callbacks by
+#: themselves within [processing]heartbeat_interval, so a dead bus is not waited for.
 CAST_RETRY = 2
 
 
 class DispatchError(Exception):
-    """The data could not be handed over (the ramdisk should retry later)."""
+    """The data could not be stored (the ramdisk should retry later)."""
 
 
 class Dispatcher(Protocol):
-    """Something that processes ``(node_uuid, data)`` asynchronously."""
+    """Something that makes ``(node_uuid, data)`` durable, then processes it."""
 
-    def dispatch(self, node_uuid: str, data: dict[str, Any]) -> None:
-        """Queue the processing; raise :class:`DispatchError` if that is impossible."""
+    def dispatch(self, node_uuid: str, data: dict[str, Any],
+                 stored: int | None = None) -> None:
+        """Commit the data (unless already ``stored``, a row id) and wake a processor; raise
+        :class:`DispatchError` if it could not be committed."""
 
     def close(self) -> None:
-        """Stop accepting work and wait for what is queued."""
+        """Stop accepting work."""
+
+
+def store(engine: Engine, node_uuid: str, data: dict[str, Any]) -> int:
+    """Commit the callback; :class:`DispatchError` when the database refuses it."""
+    try:
+        return callbacks.store(engine, node_uuid, data)
+    except sa.exc.SQLAlchemyError as exc:
+        LOG.error("Cannot store the inspection data of node %s, so it was not accepted (the "
+                  "ramdisk retries): %s", node_uuid, error_reason(exc))
+        raise DispatchError("the database is unavailable") from None
 
 
 class InProcessDispatcher:
-    """Runs ``service.process`` on a thread pool of this process."""
+    """Stores the data, then wakes the :class:`CallbackRunner` of this process."""
 
-    def __init__(self, service: Any, threads: int = 4) -> None:
-        self.service = service
-        self._pool = ThreadPoolExecutor(max_workers=threads,
-                                        thread_name_prefix="inspection-process")
-        self._pending = 0
-        self._idle = threading.Condition()
+    def __init__(self, service: Any, conf: cfg.ConfigOpts, threads: int = 4) -> None:
+        self.engine = service.engine
+        self.runner = CallbackRunner(self.engine, service, conf, threads)
+        self.runner.start()
 
-    def _run(self, node_uuid: str, data: dict[str, Any]) -> None:
-        try:
-            self.service.process(node_uuid, data)
-        except Exception:
-            # Infrastructure failure: the node stays in 'inspect wait' until the timeout.
-            LOG.exception("Processing inspection data of node %s failed", node_uuid)
-        finally:
-            with self._idle:
-                self._pending -= 1
-                self._idle.notify_all()
-
-    def dispatch(self, node_uuid: str, data: dict[str, Any]) -> None:
-        """Queue ``service.process(node_uuid, data)`` on the pool."""
-        with self._idle:
-            self._pending += 1
-        try:
-            self._pool.submit(self._run, node_uuid, data)
-        except RuntimeError as exc:  # the pool is shut down: the service is stopping
-            with self._idle:
-                self._pending -= 1
-            raise DispatchError(f"the service is stopping: {exc}") from None
+    def dispatch(self, node_uuid: str, data: dict[str, Any],
+                 stored: int | None = None) -> None:
+        """Store the data (unless already ``stored``) and wake a processing thread."""
+        if stored is None:
+            store(self.engine, node_uuid, data)
+        self.runner.wake()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Wait until nothing is queued or running; False on timeout."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+        """Wait until nothing is stored or running; False on timeout."""
+        return self.runner.wait_idle(timeout)
 
     def close(self) -> None:
-        """Finish queued work, then stop the threads."""
-        self._pool.shutdown(wait=True)
-
-    def backlog(self) -> int:
-        """Data queued or being processed (for the metrics)."""
-        with self._idle:
-            return self._pending
+        """Finish running callbacks; stored ones wait for the next start."""
+        self.runner.stop()
 
 
 class RpcDispatcher:
-    """Casts to the workers with :class:`inspection.worker.rpc.WorkerClient`."""
+    """Stores the data, then casts a wake-up to one worker from a thread of its own, so
+    that a slow or dead message bus never holds up the ramdisk's request."""
 
-    def __init__(self, transport: Any) -> None:
+    def __init__(self, engine: Engine, transport: Any) -> None:
         from inspection.worker.rpc import WorkerClient  # noqa: PLC0415 - needs oslo.messaging
 
+        self.engine = engine
         self.transport = transport
         self.client = WorkerClient(transport, retry=CAST_RETRY)
+        self._wakeups: queue.SimpleQueue = queue.SimpleQueue()
+        self._bus_down = False
+        self._sender = threading.Thread(target=self._send, name="worker-wakeups", daemon=True)
+        self._sender.start()
 
-    def dispatch(self, node_uuid: str, data: dict[str, Any]) -> None:
-        """Cast the task; a bus failure becomes :class:`DispatchError`."""
+    def dispatch(self, node_uuid: str, data: dict[str, Any],
+                 stored: int | None = None) -> None:
+        """Store the data (unless already ``stored``), then queue a wake-up cast."""
+        self._wakeups.put(stored if stored is not None else store(self.engine, node_uuid,
+                                                                  data))
+
+    def _send(self) -> None:
+        while (row_id := self._wakeups.get()) is not None:
+            try:
+                self.client.wake()
+            except Exception as exc:
+                if not self._bus_down:
+                    LOG.warning("Cannot wake a worker over the message bus (%s); accepted "
+                                "callbacks are safe in the database and the workers find "
+                                "them within [processing]heartbeat_interval", exc)
+                self._bus_down = True
+                self._drop_queued()
+                continue
+            if self._bus_down:
+                LOG.info("The message bus carries wake-ups again (callback %s)", row_id)
+                self._bus_down = False
+
+    def _drop_queued(self) -> None:
+        # Every worker polls anyway: a backlog of casts to a dead bus is not worth sending.
         try:
-            self.client.process(node_uuid, data)
-        except Exception as exc:
-            LOG.error("Cannot hand inspection data of node %s to a worker: %s", node_uuid, exc)
-            raise DispatchError("the message bus is unavailable") from None
+            while True:
+                if self._wakeups.get_nowait() is None:
+                    self._wakeups.put(None)
+                    return
+        except queue.Empty:
+            return
 
     def close(self) -> None:
-        """Release the transport."""
+        """Stop the sender and release the transport."""
+        self._wakeups.put(None)
+        self._sender.join(10)
         self.transport.cleanup()

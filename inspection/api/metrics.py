@@ -1,8 +1,8 @@
 """``GET /metrics``: the process's metrics in Prometheus text format (admin authentication).
 
 Also counts the ramdisk callbacks by outcome, from the status code each one got, and adds
-two figures read at scrape time: nodes per provision state, and (all-in-one mode) the
-callbacks accepted here and not processed yet.
+two figures read at scrape time: nodes per provision state, and the callbacks accepted
+(stored in the database) and not processed yet.
 """
 
 import logging
@@ -16,7 +16,9 @@ from prometheus_client.registry import Collector
 
 from inspection import metrics
 from inspection.api.context import EXTENSION, ApiContext, ctx
+from inspection.api.dispatch import InProcessDispatcher
 from inspection.db.models import Node
+from inspection.processing import callbacks
 
 bp = Blueprint("metrics", __name__)
 LOG = logging.getLogger("inspection.api.metrics")
@@ -34,7 +36,7 @@ def callback_outcome(status: int, discovered: bool) -> str:
 
 
 class ApiCollector(Collector):
-    """Figures read when scraped: nodes per provision state, the in-process backlog."""
+    """Figures read when scraped: nodes per provision state, the stored callbacks."""
 
     def __init__(self, context: ApiContext) -> None:
         self.context = context
@@ -54,11 +56,14 @@ class ApiCollector(Collector):
             for state, count in rows:
                 nodes.add_metric([state or ""], count)
             yield nodes
-        backlog = getattr(context.dispatcher, "backlog", None)
-        if backlog is not None:
+        try:
+            pending = callbacks.count(context.engine)
+        except sa.exc.SQLAlchemyError as exc:
+            LOG.warning("Metrics: stored callbacks not counted: %s", type(exc).__name__)
+        else:
             yield GaugeMetricFamily(
-                metrics.PREFIX + "processing_backlog", "Callbacks accepted by this API and "
-                "not processed yet (all-in-one mode: queued or running)", value=backlog())
+                metrics.PREFIX + "processing_backlog", "Callbacks accepted (stored in the "
+                "database) and not processed yet, by any process", value=pending)
 
 
 @bp.get("/metrics")
@@ -77,7 +82,7 @@ def install(app: Flask) -> None:
     for method in metrics.LOOKUP_METHODS:
         metrics.LOOKUPS.labels(method=method)
     metrics.show_rules("early")  # early rules run in the API's request
-    if hasattr(app.extensions[EXTENSION].dispatcher, "backlog"):
+    if isinstance(app.extensions[EXTENSION].dispatcher, InProcessDispatcher):
         metrics.show_processing()  # all-in-one: this process processes
 
     @app.after_request

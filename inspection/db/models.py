@@ -183,3 +183,39 @@ class InspectionRule(TimestampMixin, Base):
                                        server_default=text("'main'"))
     conditions: Mapped[list] = mapped_column(JsonEncodedList(), default=list, nullable=True)
     actions: Mapped[list] = mapped_column(JsonEncodedList(), default=list, nullable=True)
+
+
+# --- Tables of this service only (Ironic has none of them; the PXE filter never reads them) ---
+
+class InspectionCallback(Base):
+    """Inspection data the API accepted (answered 202) and no worker has finished yet.
+
+    A worker claims a row (``owner``, ``claim`` token), processes it, and deletes it in the
+    transaction that commits the result; rows of dead owners are claimed again.
+    """
+
+    __tablename__ = "inspection_callbacks"
+    __table_args__ = (Index("inspection_callbacks_owner_idx", "owner"),
+                      Index("inspection_callbacks_node_uuid_idx", "node_uuid"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node_uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    data: Mapped[dict] = mapped_column(JsonEncodedDict(mysql_as_long=True), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+    owner: Mapped[str | None] = mapped_column(String(255))
+    claim: Mapped[str | None] = mapped_column(String(36))
+    claimed_at: Mapped[datetime | None] = mapped_column(DateTime)
+    retry_at: Mapped[datetime | None] = mapped_column(DateTime)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0,
+                                          server_default=text("0"))
+
+
+class InspectionProcess(Base):
+    """A live process that processes callbacks (a worker, or the API all-in-one), by its
+    ``[DEFAULT]host``, with its latest heartbeat (like Ironic's ``conductors`` table)."""
+
+    __tablename__ = "inspection_processes"
+
+    host: Mapped[str] = mapped_column(String(255), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)

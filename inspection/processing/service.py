@@ -11,6 +11,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,15 @@ _ZERO_MAC = "00:00:00:00:00:00"
 REJECTED_MESSAGE = "The inspection data was rejected by the inspection rules"
 
 
+#: Logged when a process judged dead by the others finishes anyway: its outcome is dropped.
+_TAKEN_OVER = ("Inspection results for node %s discarded: the callback was taken over by "
+               "another process while %s processed it (its heartbeat was late)")
+
+
+def _no_settle(session: Session) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Accepted:
     """The node the data belongs to, and the data (after the early rules) for process()."""
@@ -64,6 +74,8 @@ class Accepted:
     node_uuid: str
     data: dict
     created: bool = False  # enrolled by auto-discovery in this call
+    #: Set when the data was committed with a node enrolled by auto-discovery.
+    callback_id: int | None = None
 
 
 class RuleCache:
@@ -187,10 +199,13 @@ class InspectionService:
 
     # --- the synchronous part ---
 
-    def accept(self, body: dict, node_uuid: str | None = None) -> Accepted:
+    def accept(self, body: dict, node_uuid: str | None = None,
+               store_discovered: bool = False) -> Accepted:
         """Validate, run the early rules, find or enroll the node.
 
-        Raises BadRequest, NotFound/UnknownMachine (generic 404) or NodeLocked.
+        ``store_discovered``: commit the data with a node that discovery enrolls (its
+        ``callback_id`` is then set). Raises BadRequest, NotFound/UnknownMachine (generic
+        404) or NodeLocked.
         """
         inventory, plugin_data = _split_body(body)
         data = LookupData.build(node_uuid, _lookup_macs(inventory),
@@ -203,13 +218,15 @@ class InspectionService:
         except StageFailed as exc:
             self._fail_early(data, str(exc))
             raise BadRequest(REJECTED_MESSAGE) from None
-        found = lookup_or_discover(self.engine, self.conf, data, pxe_mac(inventory))
+        accepted = {**plugin_data, "inventory": inventory}
+        found = lookup_or_discover(self.engine, self.conf, data, pxe_mac(inventory),
+                                   accepted if store_discovered else None)
         if not found.created:
             self._check_unlocked(found.node_id)
         LOG.info("Inspection data accepted for node %s%s", found.node_uuid,
                  " (auto-discovered)" if found.created else "")
-        return Accepted(found.node_uuid, {**plugin_data, "inventory": inventory},
-                        created=found.created)
+        return Accepted(found.node_uuid, accepted, created=found.created,
+                        callback_id=found.callback_id)
 
     def _check_unlocked(self, node_id: int) -> None:
         with self.engine.connect() as conn:
@@ -243,11 +260,14 @@ class InspectionService:
     # --- the asynchronous part ---
 
     @metrics.timed_processing
-    def process(self, node_uuid: str, data: dict) -> None:
+    def process(self, node_uuid: str, data: dict,
+                settle: Callable[[Session], bool] | None = None) -> None:
         """Process accepted data for the node; failures are recorded on the node.
 
-        Raises only for infrastructure problems: the database, or NodeLocked when another
-        process holds the node longer than the retries wait.
+        ``settle(session)`` runs in the transaction that commits the outcome (e.g. deleting
+        the stored callback); False from it discards the outcome. Raises only for
+        infrastructure problems: the database, or NodeLocked when another process holds the
+        node longer than the retries wait.
         """
         try:
             inventory, plugin_data = _split_body(data)
@@ -260,9 +280,35 @@ class InspectionService:
             LOG.warning("Not processing inspection data for node %s: it was deleted",
                         node_uuid)
             return
-        ports = self._under_reservation(node_id, self._process_node, inventory, plugin_data)
+        ports = self._under_reservation(node_id, self._process_node, inventory, plugin_data,
+                                        settle or _no_settle)
         if ports is not None:
             self.notifier.announce(ports)
+
+    def give_up(self, node_uuid: str, message: str,
+                settle: Callable[[Session], bool]) -> None:
+        """Fail the node's inspection with ``message`` instead of processing its data (data
+        that kept killing the processes that processed it)."""
+        with self.engine.connect() as conn:
+            node_id = conn.execute(sa.select(Node.id).where(Node.uuid == node_uuid)).scalar()
+        if node_id is None:
+            return
+        ports = self._under_reservation(node_id, self._give_up_node, message, settle)
+        if ports is not None:
+            self.notifier.announce(ports)
+
+    def _give_up_node(self, session: Session, node: Node, message: str,
+                      settle: Callable[[Session], bool]) -> NodePorts | None:
+        if not is_processable(node)[0]:
+            settle(session)  # processed or aborted meanwhile: nothing to fail
+            return None
+        if not settle(session):
+            session.rollback()
+            return None
+        if node.provision_state == ENROLL:
+            node.last_error = last_error_text(message)
+            return node_ports(session, node)
+        return fail_inspection(session, node, message)
 
     def _under_reservation(self, node_id: int, func, *args: Any) -> Any:
         """``func(session, node, *args)`` in one transaction under the node's reservation."""
@@ -286,11 +332,13 @@ class InspectionService:
             locking.release(self.engine, node_id, self.host)
 
     def _process_node(self, session: Session, node: Node, inventory: dict,
-                      plugin_data: dict) -> NodePorts | None:
+                      plugin_data: dict, settle: Callable[[Session], bool]
+                      ) -> NodePorts | None:
         ok, why = is_processable(node)
         if not ok:
             LOG.warning("Not processing inspection data for node %s: %s", node.uuid, why)
             metrics.processed("skipped")
+            settle(session)
             return None
         node_id, node_uuid = node.id, node.uuid
         rules = self.rules.by_phase(session)
@@ -302,8 +350,12 @@ class InspectionService:
                 # its verdict stands, ours is discarded.
                 session.rollback()
                 LOG.warning("Inspection results for node %s discarded: its reservation by "
-                            "%s was taken away while processing (inspect-wait timeout?)",
-                            node_uuid, self.host)
+                            "%s was taken away while processing (inspect-wait timeout, or "
+                            "this process judged dead?)", node_uuid, self.host)
+                return None
+            if not settle(session):
+                session.rollback()
+                LOG.warning(_TAKEN_OVER, node_uuid, self.host)
                 return None
             session.commit()
         except StageFailed as exc:
@@ -320,6 +372,10 @@ class InspectionService:
         session.rollback()
         node = session.get(Node, node_id)
         if node is None:
+            return None
+        if not settle(session):
+            session.rollback()
+            LOG.warning(_TAKEN_OVER, node_uuid, self.host)
             return None
         LOG.warning("Inspection of node %s failed: %s", node_uuid, for_log(message))
         metrics.processed("failed")

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from inspection import locking, metrics
+from inspection import metrics
 from inspection.common.url_credentials import mask_url_passwords
 from pxe_filter.common import config, lifecycle, logs, messaging, prometheus, statedirs, systemd
 from pxe_filter.common.database import (
@@ -32,6 +32,8 @@ from pxe_filter.common.lifecycle import ServiceError
 LOG = logging.getLogger("inspection.worker")
 PROG = "ironic-inspection-worker"
 
+#: The table of accepted callbacks (schema revision 0002).
+CALLBACKS_TABLE = "inspection_callbacks"
 #: Seconds without an answer from the message bus before saying that the worker waits for it.
 BUS_WAIT_WARNING = 5.0
 
@@ -65,9 +67,11 @@ class Worker:
         self.timeout_task = None
         self.notifier = None
         self.metrics_server = None
+        self.runner = None
 
     def start(self) -> str | int:
-        """Connect, load the pipeline, clear own stale reservations, consume; ServiceError.
+        """Connect, load the pipeline, start processing stored callbacks (after clearing this
+        host's stale reservations and claims), consume wake-ups; ServiceError.
 
         Returns the READY status, or 0 when stopped while waiting for the message bus."""
         try:
@@ -89,16 +93,36 @@ class Worker:
         except DatabaseError as exc:
             raise ServiceError(f"{exc}; check [database]connection and that the database "
                                f"server is running") from None
-        if "nodes" not in sa.inspect(self.engine).get_table_names():
+        tables = sa.inspect(self.engine).get_table_names()
+        if "nodes" not in tables:
             raise ServiceError(f"database {describe_url(self.engine.url)} has no schema: run "
                                f"'ironic-inspection dbsync --config-file ...' first")
+        if CALLBACKS_TABLE not in tables:
+            raise ServiceError(f"database {describe_url(self.engine.url)} has no table "
+                               f"{CALLBACKS_TABLE} (added by this version): run "
+                               f"'ironic-inspection dbsync --config-file ...' to upgrade it")
+        try:
+            inspection_conf.check_processing_opts(self.conf)
+        except ValueError as exc:
+            raise ServiceError(str(exc), 2) from None
         service = self._load_service()
         self._start_metrics()
-        locking.clear_stale(self.engine, self.conf.host)
+        from inspection.processing import callbacks  # noqa: PLC0415
         from inspection.worker import rpc, stale  # noqa: PLC0415 - after backend selection
+        from inspection.worker.runner import CallbackRunner  # noqa: PLC0415
         from pxe_filter.broadcast import FilterNotifier  # noqa: PLC0415
 
-        if not self._start_consuming(url, rpc.WorkerEndpoint(service.process)):
+        # Before the bus: stored callbacks are processed even while the bus is down.
+        runner = CallbackRunner(self.engine, service, self.conf, rpc.MAX_CONCURRENT)
+        try:
+            runner.start()
+        except DatabaseError as exc:
+            raise ServiceError(str(exc)) from None
+        self.runner = runner
+        endpoint = rpc.WorkerEndpoint(
+            self.runner.wake, lambda node_uuid, data: callbacks.store(self.engine, node_uuid,
+                                                                      data))
+        if not self._start_consuming(url, endpoint):
             return lifecycle.EXIT_OK  # stopped while waiting for the message bus
         self.notifier = FilterNotifier.from_conf(self.conf)
         self.timeout_task = stale.make_timeout_task(self.engine, self.conf, self.notifier)
@@ -181,6 +205,9 @@ class Worker:
             except Exception as exc:
                 LOG.warning("Stopping the RPC server: %s", exc)
             LOG.debug("Stopped consuming")
+        if self.runner is not None:
+            self.runner.stop(timeout=30)
+            LOG.debug("Callback processing stopped")
         if self.timeout_task is not None:
             self.timeout_task.stop(timeout=10)
             LOG.debug("Timeout task stopped")

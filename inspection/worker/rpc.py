@@ -1,13 +1,15 @@
-"""The processing task protocol between the API (sender) and the workers (receivers).
+"""The wake-up protocol between the API (sender) and the workers (receivers).
 
-The API casts ``process(context, node_uuid, data)`` on the plain topic
-``ironic-inspection.worker`` of exchange ``ironic``: RabbitMQ hands each message to ONE of the
-workers consuming the topic (round-robin), and keeps it queued while no worker runs. Never a
-fanout: every inspection must be processed exactly once.
+The API commits each accepted callback to the database, then casts ``wake(context)`` on the
+plain topic ``ironic-inspection.worker`` of exchange ``ironic``: RabbitMQ hands each message
+to ONE of the workers consuming the topic (round-robin), which then claims stored callbacks
+(:mod:`inspection.worker.runner`). The message carries no data: a lost wake-up only delays a
+callback until the next poll. ``process(context, node_uuid, data)``, the task of API
+versions that cast the data itself, is still accepted during an upgrade: it is stored, then
+processed like any callback.
 """
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -18,11 +20,11 @@ messaging = oslo_messaging_module()
 
 EXCHANGE = "ironic"
 TOPIC = "ironic-inspection.worker"
-VERSION = "1.0"
-METHOD = "process"
+VERSION = "1.1"  # 1.1: wake
+METHOD = "wake"
 
-#: Inspections processed at once by one worker. oslo.messaging's threading executor runs up
-#: to 64 handlers; more than the database pool (5 + 10 overflow) would only queue on it.
+#: Inspections processed at once by one worker: more than the database pool (5 + 10
+#: overflow) would only queue on it.
 MAX_CONCURRENT = 8
 
 LOG = logging.getLogger(__name__)
@@ -34,39 +36,37 @@ def target(server: str | None = None):
 
 
 class WorkerClient:
-    """Casts processing tasks to whichever worker takes them next."""
+    """Casts wake-ups to whichever worker takes them next."""
 
     def __init__(self, transport, retry: int | None = None) -> None:
-        # retry bounds reconnection attempts when the bus is down (None: forever, which would
-        # hang the API request; the caller chooses).
+        # retry bounds reconnection attempts when the bus is down (None: forever).
         self._client = messaging.get_rpc_client(transport, target(), retry=retry)
 
-    def process(self, node_uuid: str, data: dict[str, Any]) -> None:
-        """Queue the processing of ``data`` for node ``node_uuid`` (returns at once)."""
-        self._client.cast({}, METHOD, node_uuid=node_uuid, data=data)
-        LOG.debug("Cast %s for node %s", METHOD, node_uuid)
+    def wake(self) -> None:
+        """Tell one worker that a callback is stored (returns at once)."""
+        self._client.cast({}, METHOD)
+        LOG.debug("Cast %s", METHOD)
 
 
 class WorkerEndpoint:
-    """Runs ``process`` with a callable such as ``InspectionService.process``."""
+    """Receives wake-ups (and older APIs' tasks) for a :class:`~inspection.worker.runner.
+    CallbackRunner`."""
 
     target = messaging.Target(version=VERSION)
 
-    def __init__(self, process: Callable[[str, dict], None],
-                 max_concurrent: int = MAX_CONCURRENT) -> None:
-        self._process = process
-        self._slots = threading.BoundedSemaphore(max_concurrent)
-        self._busy = 0
-        self._busy_lock = threading.Lock()
+    def __init__(self, wake: Callable[[], None],
+                 store: Callable[[str, dict], Any]) -> None:
+        self._wake = wake
+        self._store = store
 
-    @property
-    def busy(self) -> int:
-        """Inspections being processed right now."""
-        return self._busy
+    @messaging.expose
+    def wake(self, context, **kwargs) -> None:
+        """Wake one processing thread."""
+        self._wake()
 
     @messaging.expose
     def process(self, context, node_uuid=None, data=None, **kwargs) -> None:
-        """Process one inspection; failures are logged (the node records its own)."""
+        """A task of an older API, with the data: store it, then process it as any other."""
         if kwargs:
             LOG.warning("Task for node %s: ignoring unknown argument(s) %s", node_uuid,
                         ", ".join(sorted(kwargs)))
@@ -74,19 +74,15 @@ class WorkerEndpoint:
             LOG.error("Dropping a malformed processing task (node_uuid=%r, data of type %s)",
                       node_uuid, type(data).__name__)
             return
-        with self._slots:
-            with self._busy_lock:
-                self._busy += 1
-            try:
-                self._process(node_uuid, data)
-            except Exception:
-                # An infrastructure failure (database down...): the node stays in
-                # 'inspect wait' and the inspect-wait timeout fails it later.
-                LOG.exception("Processing node %s failed; the inspect-wait timeout will "
-                              "fail it unless it is retried", node_uuid)
-            finally:
-                with self._busy_lock:
-                    self._busy -= 1
+        try:
+            self._store(node_uuid, data)
+        except Exception:
+            # The message is already taken from the bus: only the inspect-wait timeout
+            # can end this node's inspection now.
+            LOG.exception("Could not store the inspection data of node %s sent by an older "
+                          "API; the ramdisk must post it again", node_uuid)
+            return
+        self._wake()
 
 
 def start_server(transport, host: str, endpoint: WorkerEndpoint):

@@ -1,12 +1,16 @@
-"""With [DEFAULT]transport_url set, the API casts processing to workers over RabbitMQ."""
+"""With [DEFAULT]transport_url set, the API stores accepted data, then wakes a worker over
+RabbitMQ."""
 
+import logging
 import time
 
 import pytest
 
 from inspection.db import migration
+from inspection.processing import callbacks
 from inspection.processing.service import InspectionService
 from inspection.worker import rpc
+from inspection.worker.runner import CallbackRunner
 from pxe_filter.common import messaging
 from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import Api, api_conf
@@ -23,9 +27,20 @@ def vhost():
     services.delete_vhost(url)
 
 
-def test_cast_to_worker(tmp_path, sqlite_url, vhost):
+def _wait_state(api, node_uuid, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        state = api.client.get(f"/v1/nodes/{node_uuid}").json["provision_state"]
+        if state != "inspect wait" or time.monotonic() > deadline:
+            return state
+        time.sleep(0.1)
+
+
+def test_stored_then_cast_to_worker(tmp_path, sqlite_url, vhost):
     migration.upgrade(create_engine(sqlite_url))
-    conf = api_conf(tmp_path, sqlite_url, DEFAULT={"transport_url": vhost})
+    # Polls far apart: only the wake-up cast can explain a quick result.
+    conf = api_conf(tmp_path, sqlite_url, DEFAULT={"transport_url": vhost},
+                    processing={"heartbeat_interval": 30, "heartbeat_timeout": 60})
     api = Api(conf)
     try:
         assert type(api.context.dispatcher).__name__ == "RpcDispatcher"
@@ -34,36 +49,53 @@ def test_cast_to_worker(tmp_path, sqlite_url, vhost):
                         inspect_interface="agent")
         transport = messaging.get_transport(vhost)
         service = InspectionService.from_conf(conf, engine=api.context.engine)
-        server = rpc.start_server(transport, "worker-1", rpc.WorkerEndpoint(service.process))
-        resp = api.client.post("/v1/continue_inspection", json=data)
-        assert resp.status_code == 202 and resp.json["uuid"] == node["uuid"]
+        runner = CallbackRunner(api.context.engine, service, conf, 2)
+        runner.start()
+        server = rpc.start_server(transport, "worker-1", rpc.WorkerEndpoint(
+            runner.wake, lambda u, d: callbacks.store(api.context.engine, u, d)))
         try:
-            deadline = time.monotonic() + 20
-            while True:
-                state = api.client.get(f"/v1/nodes/{node['uuid']}").json["provision_state"]
-                if state != "inspect wait" or time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
-            assert state == "manageable"
+            resp = api.client.post("/v1/continue_inspection", json=data)
+            assert resp.status_code == 202 and resp.json["uuid"] == node["uuid"]
+            assert _wait_state(api, node["uuid"], 20) == "manageable"
+            assert callbacks.count(api.context.engine) == 0
         finally:
             rpc.stop_server(server)
+            runner.stop()
+            service.notifier.close()  # its connection must not outlive the vhost
             transport.cleanup()
     finally:
         api.close()
 
 
-def test_unreachable_bus_gives_503(tmp_path, sqlite_url):
+def test_unreachable_bus_still_accepts_and_a_worker_finds_the_data(tmp_path, sqlite_url,
+                                                                   caplog):
     migration.upgrade(create_engine(sqlite_url))
     dead = "rabbit://guest:guest@127.0.0.1:1/"
-    api = Api(api_conf(tmp_path, sqlite_url, DEFAULT={"transport_url": dead}))
+    conf = api_conf(tmp_path, sqlite_url, DEFAULT={"transport_url": dead},
+                    processing={"heartbeat_interval": 1, "heartbeat_timeout": 2})
+    api = Api(conf)
     try:
         data = body("bios-vm-x86_64")
-        node = add_node(api.context.engine, state="inspect wait", macs=macs_of(data)[:1])
+        node = add_node(api.context.engine, state="inspect wait", macs=macs_of(data)[:1],
+                        inspect_interface="agent")
         started = time.monotonic()
-        resp = api.client.post("/v1/continue_inspection", json=data)
-        assert resp.status_code == 503 and "try again" in resp.json["error"]["message"]
-        assert time.monotonic() - started < 30
-        assert api.client.get(f"/v1/nodes/{node['uuid']}").json["provision_state"] == \
-            "inspect wait"
+        with caplog.at_level(logging.WARNING, logger="inspection.api.dispatch"):
+            resp = api.client.post("/v1/continue_inspection", json=data)
+            assert resp.status_code == 202  # stored: the bus only carries wake-ups
+            assert time.monotonic() - started < 5  # the cast never holds up the ramdisk
+            assert callbacks.count(api.context.engine) == 1
+            deadline = time.monotonic() + 30
+            while "Cannot wake a worker" not in caplog.text:
+                assert time.monotonic() < deadline, caplog.text
+                time.sleep(0.1)
+        # A worker that reaches the database finds the data without any wake-up.
+        service = InspectionService.from_conf(conf, engine=api.context.engine)
+        runner = CallbackRunner(api.context.engine, service, conf, 1)
+        runner.start()
+        try:
+            assert _wait_state(api, node["uuid"], 20) == "manageable"
+        finally:
+            runner.stop()
+            service.notifier.close()
     finally:
         api.close()

@@ -31,32 +31,34 @@ def vhost():
 
 
 class Recorder:
-    """A stand-in for InspectionService.process that records (worker, node, data)."""
+    """A stand-in for the worker's runner and store: records wake-ups and stored tasks."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, str, dict]] = []
+        self.calls: list[tuple] = []
         self.cond = threading.Condition()
 
-    def for_worker(self, name: str):
-        def process(node_uuid: str, data: dict) -> None:
-            with self.cond:
-                self.calls.append((name, node_uuid, data))
-                self.cond.notify_all()
-        return process
+    def _record(self, call: tuple) -> None:
+        with self.cond:
+            self.calls.append(call)
+            self.cond.notify_all()
+
+    def endpoint(self, name: str, store=None) -> rpc.WorkerEndpoint:
+        return rpc.WorkerEndpoint(lambda: self._record(("wake", name)),
+                                  store or (lambda u, d: self._record(("store", name, u, d))))
 
     def wait_count(self, count: int, timeout: float = 15.0) -> list:
         deadline = time.monotonic() + timeout
         with self.cond:
             while len(self.calls) < count:
                 left = deadline - time.monotonic()
-                assert left > 0, f"only {len(self.calls)} of {count} tasks arrived"
+                assert left > 0, f"only {len(self.calls)} of {count} messages arrived"
                 self.cond.wait(left)
             return list(self.calls)
 
 
-def _server(url, name, process):
+def _server(url, name, endpoint):
     transport = messaging.get_transport(url)
-    server = rpc.start_server(transport, name, rpc.WorkerEndpoint(process))
+    server = rpc.start_server(transport, name, endpoint)
     return transport, server
 
 
@@ -65,20 +67,18 @@ def _stop(transport, server):
     transport.cleanup()
 
 
-def test_tasks_are_shared_between_workers_and_each_runs_once(vhost):
+def test_wakeups_are_shared_between_workers_and_each_arrives_once(vhost):
     recorder = Recorder()
-    running = [_server(vhost, f"w{i}", recorder.for_worker(f"w{i}")) for i in (1, 2)]
+    running = [_server(vhost, f"w{i}", recorder.endpoint(f"w{i}")) for i in (1, 2)]
     client_transport = messaging.get_transport(vhost)
     try:
         client = rpc.WorkerClient(client_transport)
-        for i in range(40):
-            client.process(f"node-{i}", {"inventory": {"n": i}})
+        for _ in range(40):
+            client.wake()
         calls = recorder.wait_count(40)
         time.sleep(0.3)  # a duplicate would arrive now
-        assert len(recorder.calls) == 40
-        assert sorted(c[1] for c in calls) == sorted(f"node-{i}" for i in range(40))
-        assert all(c[2] == {"inventory": {"n": int(c[1].split("-")[1])}} for c in calls)
-        per_worker = {name: sum(1 for c in calls if c[0] == name) for name in ("w1", "w2")}
+        assert len(recorder.calls) == 40 and {c[0] for c in calls} == {"wake"}
+        per_worker = {name: sum(1 for c in calls if c[1] == name) for name in ("w1", "w2")}
         assert per_worker["w1"] > 0 and per_worker["w2"] > 0, per_worker  # not a fanout
     finally:
         for transport, server in running:
@@ -86,41 +86,44 @@ def test_tasks_are_shared_between_workers_and_each_runs_once(vhost):
         client_transport.cleanup()
 
 
-def test_tasks_cast_while_no_worker_runs_are_processed_later(vhost):
+def test_wakeups_cast_while_no_worker_runs_arrive_later(vhost):
     recorder = Recorder()
-    transport, server = _server(vhost, "w1", recorder.for_worker("first"))
+    transport, server = _server(vhost, "w1", recorder.endpoint("first"))
     _stop(transport, server)  # the topic queue exists now, nobody consumes it
     client_transport = messaging.get_transport(vhost)
     try:
-        rpc.WorkerClient(client_transport).process("node-late", {"inventory": {}})
+        rpc.WorkerClient(client_transport).wake()
         time.sleep(0.5)
         assert recorder.calls == []
-        transport, server = _server(vhost, "w2", recorder.for_worker("second"))
+        transport, server = _server(vhost, "w2", recorder.endpoint("second"))
         try:
-            assert recorder.wait_count(1) == [("second", "node-late", {"inventory": {}})]
+            assert recorder.wait_count(1) == [("wake", "second")]
         finally:
             _stop(transport, server)
     finally:
         client_transport.cleanup()
 
 
-def test_only_process_is_callable_and_bad_tasks_do_not_stop_the_worker(vhost):
+def test_older_apis_tasks_are_stored_and_bad_tasks_do_not_stop_the_worker(vhost):
     recorder = Recorder()
 
     def failing_then_recording(node_uuid, data):
         if node_uuid == "boom":
             raise RuntimeError("database went away")
-        recorder.for_worker("w")(node_uuid, data)
+        recorder._record(("store", "w", node_uuid, data))
 
-    transport, server = _server(vhost, "w", failing_then_recording)
+    transport, server = _server(vhost, "w", recorder.endpoint("w", failing_then_recording))
     client_transport = messaging.get_transport(vhost)
     try:
-        raw = om.get_rpc_client(client_transport, rpc.target())
+        # As an API of version 1.0 sends it: the data in the message.
+        raw = om.get_rpc_client(client_transport, om.Target(
+            exchange=rpc.EXCHANGE, topic=rpc.TOPIC, version="1.0"))
         raw.cast({}, "__init__", process=None)      # not exposed: refused
         raw.cast({}, "process", node_uuid=42, data="not a dict")  # malformed: dropped
-        raw.cast({}, "process", node_uuid="boom", data={})        # raises: logged
-        rpc.WorkerClient(client_transport).process("after", {"inventory": {}})
-        assert recorder.wait_count(1) == [("w", "after", {"inventory": {}})]
+        raw.cast({}, "process", node_uuid="boom", data={})        # store fails: logged
+        raw.cast({}, "process", node_uuid="after", data={"inventory": {}})  # version 1.0
+        assert recorder.wait_count(2) == [("store", "w", "after", {"inventory": {}}),
+                                          ("wake", "w")]
     finally:
         _stop(transport, server)
         client_transport.cleanup()
@@ -146,6 +149,35 @@ def test_worker_refuses_a_missing_sqlite_database(tmp_path, rabbit_url):
     worker.stop()
     assert "does not exist: create it with 'ironic-inspection dbsync'" in log
     assert not (tmp_path / "state").exists()  # nothing created on the way
+
+
+def test_worker_refuses_a_heartbeat_timeout_shorter_than_two_intervals(tmp_path, sqlite_url,
+                                                                       rabbit_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    engine.dispose()
+    worker = start_worker(tmp_path, sqlite_url, rabbit_url, {"processing": {
+        "heartbeat_interval": 10, "heartbeat_timeout": 15}})
+    assert worker.wait(30) == 2
+    log = worker.log_text()
+    worker.stop()
+    critical = [line for line in log.splitlines() if "CRITICAL" in line]
+    assert len(critical) == 1 and "Traceback" not in log, log
+    assert "[processing]heartbeat_timeout (15) must be at least twice " \
+           "heartbeat_interval (10)" in critical[0]
+
+
+def test_worker_on_a_database_without_the_callbacks_table_says_to_run_dbsync(
+        tmp_path, sqlite_url, rabbit_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine, "0001_initial")  # the schema of the previous version
+    engine.dispose()
+    worker = start_worker(tmp_path, sqlite_url, rabbit_url)
+    assert worker.wait(30) == 1
+    log = worker.log_text()
+    worker.stop()
+    assert "has no table inspection_callbacks (added by this version): run " \
+           "'ironic-inspection dbsync" in log and "Traceback" not in log
 
 
 def test_worker_with_an_unreachable_database_exits_1(tmp_path, rabbit_url):

@@ -52,7 +52,7 @@ def test_worker_serves_processing_metrics_on_its_port(tmp_path, sqlite_url):
         assert value(api_side, "ironic_inspection_callbacks_total", outcome="accepted") == 1
         assert value(api_side, "ironic_inspection_lookups_total", method="mac") == 1
         assert value(api_side, "ironic_inspection_processed_total", outcome="finished") is None
-        assert value(api_side, "ironic_inspection_processing_backlog") is None
+        assert value(api_side, "ironic_inspection_processing_backlog") == 0
     finally:
         codes = [api.stop(), worker.stop()]
         services.delete_vhost(vhost)
