@@ -15,6 +15,7 @@ from inspection.api import (
     openapi,
     ports,
     rules,
+    versions,
 )
 from inspection.api.auth import REALM, BasicAuth, Throttled
 from inspection.api.context import EXTENSION, ApiContext
@@ -27,7 +28,7 @@ LOG = logging.getLogger("inspection.api")
 
 #: Endpoints anyone may call: the ramdisk callback and the documents describing the API.
 PUBLIC_ENDPOINTS = frozenset({"continue_inspection.continue_inspection", "openapi.openapi",
-                              "openapi.root", "openapi.version"})
+                              "versions.root", "versions.version"})
 
 
 def _default_service(conf: cfg.ConfigOpts, engine: Engine, notifier: FilterNotifier) -> Any:
@@ -81,6 +82,18 @@ def _install_input_checks(app: Flask) -> None:
         return None
 
 
+def _accept_trailing_slash(wsgi_app: Any) -> Any:
+    # python-ironicclient adds a slash before a query string (/v1/nodes/?limit=1), and
+    # Ironic serves every path with or without one.
+    def app(environ: dict, start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if len(path) > 1 and path.endswith("/"):
+            environ["PATH_INFO"] = path.rstrip("/") or "/"
+        return wsgi_app(environ, start_response)
+
+    return app
+
+
 def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None,
                engine: Engine | None = None, notifier: FilterNotifier | None = None) -> Flask:
     """The API app for ``conf``.
@@ -106,10 +119,12 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
         rules=service.rules.repository, rules_engine=service.rules_engine, notifier=notifier,
         service=service, dispatcher=dispatcher)
     errors.register(app)
+    versions.install(app)
     _install_auth(app, conf)
     _install_input_checks(app)
-    for module in (openapi, continue_inspection, rules, nodes, ports):
+    for module in (versions, openapi, continue_inspection, rules, nodes, ports):
         app.register_blueprint(module.bp)
+    app.wsgi_app = _accept_trailing_slash(app.wsgi_app)
     return app
 
 
