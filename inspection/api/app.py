@@ -1,12 +1,14 @@
 """Building the Flask application of the inspection API."""
 
 import logging
+import re
 from typing import Any
 
 from flask import Flask, request
 from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
+from werkzeug.routing import BaseConverter, Map
 
 from inspection.api import (
     continue_inspection,
@@ -82,6 +84,15 @@ def _install_input_checks(app: Flask) -> None:
         return None
 
 
+class IdentConverter(BaseConverter):
+    """A path segment other than ``reserved``, the collection's own fixed sub-path, so that
+    e.g. PATCH /v1/nodes/detail is a method /v1/nodes/detail lacks (405), not node "detail"."""
+
+    def __init__(self, url_map: Map, reserved: str) -> None:
+        super().__init__(url_map)
+        self.regex = rf"(?!{re.escape(reserved)}$)[^/]+"
+
+
 def _accept_trailing_slash(wsgi_app: Any) -> Any:
     # python-ironicclient adds a slash before a query string (/v1/nodes/?limit=1), and
     # Ironic serves every path with or without one.
@@ -111,6 +122,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     if dispatcher is None:
         dispatcher = _default_dispatcher(conf, service)
     app = Flask("inspection.api", static_folder=None)
+    app.url_map.converters["ident"] = IdentConverter
     app.config["MAX_CONTENT_LENGTH"] = conf.api.max_request_body_size
     app.config["JSON_SORT_KEYS"] = False
     app.json.sort_keys = False

@@ -148,7 +148,7 @@ def create_node() -> tuple[Response, int, dict]:
     return jsonify(view), 201, {"Location": view["links"][0]["href"]}
 
 
-@bp.get("/v1/nodes/<node_ident>")
+@bp.get("/v1/nodes/<ident(\"detail\"):node_ident>")
 def show_node(node_ident: str) -> Response:
     """One node by UUID or name (secrets masked; only ``fields`` if given)."""
     check_args(("fields",))
@@ -158,7 +158,7 @@ def show_node(node_ident: str) -> Response:
         return jsonify(node_view(find_node(session, node_ident), fields=fields))
 
 
-@bp.patch("/v1/nodes/<node_ident>")
+@bp.patch("/v1/nodes/<ident(\"detail\"):node_ident>")
 def patch_node(node_ident: str) -> Response:
     """Apply an RFC 6902 patch to the fields Ironic lets clients change; 200 with the node."""
     check_args(())
@@ -192,7 +192,7 @@ def patch_node(node_ident: str) -> Response:
         return jsonify(node_view(node))
 
 
-@bp.delete("/v1/nodes/<node_ident>")
+@bp.delete("/v1/nodes/<ident(\"detail\"):node_ident>")
 def delete_node(node_ident: str) -> tuple[str, int]:
     """Delete a node with its ports and inventory; refused while it is being inspected."""
     c = ctx()
@@ -228,7 +228,7 @@ def _manage(node_ident: str) -> None:
         node.last_error = None
 
 
-@bp.put("/v1/nodes/<node_ident>/states/provision")
+@bp.put("/v1/nodes/<ident(\"detail\"):node_ident>/states/provision")
 def set_provision_state(node_ident: str) -> tuple[Response, int, dict]:
     """``{"target": "inspect" | "abort" | "manage"}``; 202 with the node."""
     body = json_object()
@@ -248,7 +248,7 @@ def set_provision_state(node_ident: str) -> tuple[Response, int, dict]:
     return jsonify(view), 202, {"Location": f"/v1/nodes/{view['uuid']}"}
 
 
-@bp.get("/v1/nodes/<node_ident>/inventory")
+@bp.get("/v1/nodes/<ident(\"detail\"):node_ident>/inventory")
 def node_inventory(node_ident: str) -> Response:
     """The inventory and plugin data stored by the last inspection (404 when none)."""
     c = ctx()

@@ -133,7 +133,7 @@ def create_port() -> tuple[Response, int, dict]:
     return jsonify(view), 201, {"Location": view["links"][0]["href"]}
 
 
-@bp.get("/v1/ports/<port_id>")
+@bp.get("/v1/ports/<ident(\"detail\"):port_id>")
 def show_port(port_id: str) -> Response:
     """One port by UUID (only ``fields`` if given)."""
     check_args(("fields",))
@@ -145,7 +145,7 @@ def show_port(port_id: str) -> Response:
         return jsonify(port_view(port, uuids.get(port.node_id), fields))
 
 
-@bp.patch("/v1/ports/<port_id>")
+@bp.patch("/v1/ports/<ident(\"detail\"):port_id>")
 def patch_port(port_id: str) -> Response:
     """Apply an RFC 6902 patch (address, node, pxe_enabled, ...); 200 with the port.
 
@@ -187,7 +187,7 @@ def patch_port(port_id: str) -> Response:
     return jsonify(view)
 
 
-@bp.delete("/v1/ports/<port_id>")
+@bp.delete("/v1/ports/<ident(\"detail\"):port_id>")
 def delete_port(port_id: str) -> tuple[str, int]:
     """Delete a port."""
     c = ctx()

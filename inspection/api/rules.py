@@ -82,7 +82,7 @@ def list_rules() -> Response:
     return jsonify(body)
 
 
-@bp.get(f"{BASE}/<rule_id>")
+@bp.get(f"{BASE}/<ident(\"explain\"):rule_id>")
 def show_rule(rule_id: str) -> Response:
     """One rule (conditions and actions are null for a sensitive rule)."""
     check_args(())
@@ -91,7 +91,7 @@ def show_rule(rule_id: str) -> Response:
         return jsonify(rule_view(c.rules.get(session, rule_id)))
 
 
-@bp.patch(f"{BASE}/<rule_id>")
+@bp.patch(f"{BASE}/<ident(\"explain\"):rule_id>")
 def patch_rule(rule_id: str) -> Response:
     """Apply an RFC 6902 JSON patch (add/replace/remove/move/copy/test)."""
     operations = json_body()
@@ -105,7 +105,7 @@ def patch_rule(rule_id: str) -> Response:
         return jsonify(rule_view(rule))
 
 
-@bp.delete(f"{BASE}/<rule_id>")
+@bp.delete(f"{BASE}/<ident(\"explain\"):rule_id>")
 def delete_rule(rule_id: str) -> tuple[str, int]:
     """Delete one stored rule (built-in rules: 400)."""
     c = ctx()

@@ -291,7 +291,10 @@ def test_methods_a_path_lacks_get_405(api):
     _node(api, name="n1")
     for method, path in (("patch", "/v1/nodes/n1/states/provision"),
                          ("patch", "/v1/nodes/n1/inventory"), ("put", "/v1/nodes/n1"),
-                         ("patch", "/v1/nodes")):
+                         ("patch", "/v1/nodes"), ("patch", "/v1/nodes/detail"),
+                         ("delete", "/v1/ports/detail/"),
+                         ("patch", "/v1/inspection_rules/explain"),
+                         ("get", "/v1/inspection_rules/explain")):
         resp = getattr(api.client, method)(path, json=[])
         assert resp.status_code == 405, (method, path)
         assert "Allow" in resp.headers
