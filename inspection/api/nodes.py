@@ -192,6 +192,40 @@ def patch_node(node_ident: str) -> Response:
         return jsonify(node_view(node))
 
 
+def _set_maintenance(node_ident: str, value: bool) -> tuple[str, int]:
+    c = ctx()
+    with c.session() as session:
+        node_id = find_node(session, node_ident).id
+    with locking.reserved(c.engine, node_id, c.conf.host), c.session() as session:
+        node = session.get(Node, node_id)
+        if node is not None:
+            node.maintenance = value
+    return "", 202
+
+
+@bp.put("/v1/nodes/<ident(\"detail\"):node_ident>/maintenance")
+def set_maintenance(node_ident: str) -> tuple[str, int]:
+    """Put the node in maintenance (Ironic's ``node maintenance set``); 202."""
+    check_args(("reason",))
+    body = json_body(required=False)
+    body = {} if body is None else body
+    if not isinstance(body, dict) or set(body) - {"reason"}:
+        raise ApiError(400, 'The request body must be {"reason": null} or empty')
+    reason = body.get("reason", request.args.get("reason"))
+    if reason is not None:
+        # Dropping it silently would lose what the operator wrote.
+        raise ApiError(400, "This service stores no maintenance reason: set maintenance "
+                            "without one")
+    return _set_maintenance(node_ident, True)
+
+
+@bp.delete("/v1/nodes/<ident(\"detail\"):node_ident>/maintenance")
+def clear_maintenance(node_ident: str) -> tuple[str, int]:
+    """Take the node out of maintenance (Ironic's ``node maintenance unset``); 202."""
+    check_args(())
+    return _set_maintenance(node_ident, False)
+
+
 @bp.delete("/v1/nodes/<ident(\"detail\"):node_ident>")
 def delete_node(node_ident: str) -> tuple[str, int]:
     """Delete a node with its ports and inventory; refused while it is being inspected."""

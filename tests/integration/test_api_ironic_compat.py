@@ -287,6 +287,16 @@ def test_patch_node_refusals(api, patch, status, words):
     assert resp.status_code == status and words in error_message(resp), resp.json
 
 
+def test_maintenance_set_and_unset(api):
+    _node(api, name="n1")
+    assert api.client.put("/v1/nodes/n1/maintenance", json={"reason": None}).status_code == 202
+    assert api.client.get("/v1/nodes/n1").json["maintenance"] is True
+    refused = api.client.put("/v1/nodes/n1/maintenance", json={"reason": "disk"})
+    assert refused.status_code == 400 and "reason" in error_message(refused)
+    assert api.client.delete("/v1/nodes/n1/maintenance").status_code == 202
+    assert api.client.get("/v1/nodes/n1").json["maintenance"] is False
+
+
 def test_methods_a_path_lacks_get_405(api):
     _node(api, name="n1")
     for method, path in (("patch", "/v1/nodes/n1/states/provision"),
