@@ -95,16 +95,3 @@ def json_object() -> dict:
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object")
     return body
-
-
-def bool_arg(name: str, default: bool | None = False) -> bool | None:
-    """A boolean query parameter (true/false, 1/0, yes/no); 400 on anything else."""
-    value = request.args.get(name)
-    if value is None:
-        return default
-    lowered = value.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ApiError(400, f"Query parameter {name} must be true or false")
