@@ -95,3 +95,19 @@ def json_object() -> dict:
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object")
     return body
+
+
+#: Ironic's spellings of booleans in query strings and request bodies.
+TRUE = frozenset({"1", "t", "true", "on", "y", "yes"})
+FALSE = frozenset({"0", "f", "false", "off", "n", "no"})
+ACCEPTED_BOOLEANS = ", ".join(f"'{v}'" for v in sorted(TRUE | FALSE))
+
+
+def to_bool(name: str, value: object) -> bool:
+    """``value`` as a boolean the way Ironic coerces it ("false" is False); 400 otherwise."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in TRUE | FALSE:
+        return value.strip().lower() in TRUE
+    raise ApiError(400, f"Invalid {name}: Unrecognized value {str(value)[:64]!r}, acceptable "
+                        f"values are: {ACCEPTED_BOOLEANS}")
