@@ -4,6 +4,7 @@ import uuid as uuidlib
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
+from sqlalchemy.orm import load_only
 
 from inspection import inspect_control, locking, states
 from inspection.api.context import ctx, json_body, json_object
@@ -28,7 +29,13 @@ from inspection.api.patching import (
     node_name_problems,
 )
 from inspection.api.patching import apply as apply_patch
-from inspection.api.views import NODE_FIELD_CHOICES, mask_secrets, node_view
+from inspection.api.views import (
+    BRIEF_NODE_FIELDS,
+    NODE_FIELD_CHOICES,
+    NODE_FIELDS,
+    mask_secrets,
+    node_view,
+)
 from inspection.db.models import (
     INSPECTION_STATES,
     MANAGEABLE,
@@ -61,7 +68,10 @@ def _list(path: str, detail_path: bool) -> Response:
     check_args((*_FILTERS, *PAGE_ARGS, "fields", *(() if detail_path else ("detail",))))
     detail, fields = detail_and_fields(NODE_FIELD_CHOICES, detail_path)
     page = page_args(_SORT_KEYS)
-    query = sa.select(Node)
+    # Only the columns shown: decoding every JSON column of 1000 nodes is most of a page.
+    shown = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
+    columns = {getattr(Node, name) for name in shown if name != "fault"}
+    query = sa.select(Node).options(load_only(Node.id, Node.uuid, *columns))
     for name in ("provision_state", "driver", "resource_class"):
         value = request.args.get(name)
         if value is not None:
