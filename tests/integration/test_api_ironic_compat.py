@@ -215,6 +215,13 @@ def test_pages_follow_next_links_in_every_sort_order(tmp_path, db_url):
         assert [n["name"] for n in items] == ["e", "d", "c", "b", "a", None, None]
         items, pages = _follow(api, "/v1/nodes/detail?sort_key=created_at&limit=3", "nodes")
         assert sorted(n["uuid"] for n in items) == sorted(created) and pages == 3
+        others = [add_node(engine, state="manageable")["uuid"] for _ in range(3)]
+        # Every page keeps the filter (Ironic 39's next links drop it: unfiltered pages).
+        items, pages = _follow(api, "/v1/nodes?provision_state=enroll&limit=2&fields=uuid",
+                               "nodes")
+        assert [n["uuid"] for n in items] == created and pages == 4
+        assert [n["uuid"] for n in _follow(api, "/v1/nodes?provision_state=manageable",
+                                           "nodes")[0]] == others
         first = api.client.get("/v1/nodes?limit=100").json
         assert len(first["nodes"]) == 4  # [api]max_limit caps the page
         assert first["next"].startswith("http://localhost/v1/nodes?")
