@@ -5,7 +5,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from inspection.db.idents import canonical_uuid, node_ident_clause
-from inspection.db.models import Node, NodeInventory, Port
+from inspection.db.models import Node, NodeInventory, NodeTrait, Port
 from inspection.errors import NotFound
 
 
@@ -45,3 +45,14 @@ def node_uuids(session: Session, node_ids: set[int]) -> dict[int, str]:
         return {}
     rows = session.execute(sa.select(Node.id, Node.uuid).where(Node.id.in_(node_ids)))
     return {row.id: row.uuid for row in rows}
+
+
+def node_traits(session: Session, node_ids: set[int]) -> dict[int, list[str]]:
+    """``id -> traits`` for the given node ids (one query)."""
+    traits: dict[int, list[str]] = {node_id: [] for node_id in node_ids}
+    if node_ids:
+        rows = session.execute(sa.select(NodeTrait.node_id, NodeTrait.trait)
+                               .where(NodeTrait.node_id.in_(node_ids)))
+        for node_id, trait in rows:
+            traits[node_id].append(trait)
+    return traits

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from inspection.db import migration
-from inspection.db.models import Node
+from inspection.db.models import Node, NodeTrait, Port
 from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import Api, api_conf, error_message, fault
 from tests.integration.node_factory import add_node
@@ -118,6 +118,25 @@ def test_timestamps_carry_their_zone(api):
     rule = api.client.post("/v1/inspection_rules", json={"actions": [
         {"op": "set-attribute", "args": {"path": "/extra/x", "value": 1}}]}).json
     assert rule["created_at"].endswith("+00:00")
+
+
+def test_traits_and_port_internal_info_are_shown(api):
+    node = _node(api, name="n1")
+    _node(api, name="n2")
+    assert api.client.post("/v1/ports", json={"address": "52:54:00:00:00:01",
+                                              "node_uuid": "n1"}).status_code == 201
+    with api.context.engine.begin() as conn:
+        node_id = conn.execute(sa.select(Node.id).where(Node.uuid == node["uuid"])).scalar()
+        conn.execute(sa.insert(NodeTrait), [{"node_id": node_id, "trait": t}
+                                            for t in ("CUSTOM_B", "CUSTOM_A")])
+        conn.execute(sa.update(Port).values(internal_info={"tenant_vif_port_id": "v1"}))
+    assert api.client.get("/v1/nodes/n1").json["traits"] == ["CUSTOM_A", "CUSTOM_B"]
+    detail = api.client.get("/v1/nodes/detail").json["nodes"]
+    assert [n["traits"] for n in detail] == [["CUSTOM_A", "CUSTOM_B"], []]
+    assert api.client.get("/v1/nodes?fields=traits").json["nodes"][0]["traits"] == \
+        ["CUSTOM_A", "CUSTOM_B"]
+    (port,) = api.client.get("/v1/ports").json["ports"]
+    assert port["internal_info"] == {"tenant_vif_port_id": "v1"}
 
 
 def test_fields_show_only_what_is_asked(api):
