@@ -59,6 +59,19 @@ def test_version_documents_as_openstacksdk_needs_them(api):
         assert doc["links"] == [{"href": "http://localhost/v1/", "rel": "self"}]
 
 
+def test_public_endpoint_is_used_for_links(tmp_path, sqlite_url):
+    migration.upgrade(create_engine(sqlite_url))
+    api = Api(api_conf(tmp_path, sqlite_url,
+                       api={"public_endpoint": "https://bmaas.example.com:6385/"}))
+    try:
+        root = api.client.get("/").json
+        assert root["default_version"]["links"][0]["href"] == "https://bmaas.example.com:6385/v1/"
+        created = api.client.post("/v1/nodes", json={"driver": "ipmi"})
+        assert created.headers["Location"].startswith("https://bmaas.example.com:6385/v1/nodes/")
+    finally:
+        api.close()
+
+
 @pytest.mark.parametrize("headers, used", [
     ({V: "1.50"}, "1.50"), ({V: "latest"}, "1.96"), ({V: "1.96"}, "1.96"),
     ({"OpenStack-API-Version": "baremetal 1.81"}, "1.81"),
