@@ -48,11 +48,13 @@ def node_uuids(session: Session, node_ids: set[int]) -> dict[int, str]:
 
 
 def node_traits(session: Session, node_ids: set[int]) -> dict[int, list[str]]:
-    """``id -> traits`` for the given node ids (one query)."""
+    """``id -> traits`` for the given node ids (one query per 1000 nodes)."""
     traits: dict[int, list[str]] = {node_id: [] for node_id in node_ids}
-    if node_ids:
+    ids = sorted(node_ids)
+    # In chunks: [api]max_limit may exceed what a backend takes in one IN list.
+    for start in range(0, len(ids), 1000):
         rows = session.execute(sa.select(NodeTrait.node_id, NodeTrait.trait)
-                               .where(NodeTrait.node_id.in_(node_ids)))
+                               .where(NodeTrait.node_id.in_(ids[start:start + 1000])))
         for node_id, trait in rows:
             traits[node_id].append(trait)
     return traits
