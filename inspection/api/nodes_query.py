@@ -41,10 +41,12 @@ def stored_inventory(session: Session, node: Node) -> NodeInventory | None:
 
 def node_uuids(session: Session, node_ids: set[int]) -> dict[int, str]:
     """``id -> uuid`` for the given node ids."""
-    if not node_ids:
-        return {}
-    rows = session.execute(sa.select(Node.id, Node.uuid).where(Node.id.in_(node_ids)))
-    return {row.id: row.uuid for row in rows}
+    ids, uuids = sorted(node_ids), {}
+    for start in range(0, len(ids), 1000):  # a page may be longer than one IN list takes
+        rows = session.execute(sa.select(Node.id, Node.uuid)
+                               .where(Node.id.in_(ids[start:start + 1000])))
+        uuids.update((row.id, row.uuid) for row in rows)
+    return uuids
 
 
 def node_traits(session: Session, node_ids: set[int]) -> dict[int, list[str]]:
