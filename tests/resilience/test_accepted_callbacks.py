@@ -13,7 +13,7 @@ from sqlalchemy.engine import make_url
 
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
-from tests.integration.api_helpers import Api, api_conf
+from tests.integration.api_helpers import Api, api_conf, error_message
 from tests.integration.node_factory import add_node, node_row
 from tests.support import services
 from tests.support.callbacks import (
@@ -200,7 +200,7 @@ def test_an_unreachable_database_accepts_nothing_and_says_try_again(tmp_path, pg
             with caplog.at_level(logging.ERROR, logger="inspection.api"):
                 answer = api.client.post("/v1/continue_inspection", json=data)
             assert answer.status_code == 503, answer.json
-            assert "try again later" in answer.json["error"]["message"]
+            assert "try again later" in error_message(answer)
             assert "Inspection data not accepted, the database failed" in caplog.text
             assert "Traceback" not in caplog.text
             assert pending_callbacks(engine) == 0  # nothing accepted
