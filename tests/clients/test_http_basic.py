@@ -50,9 +50,10 @@ def test_baremetal_cli(bm, server, clients_bin, client_home):
 
 
 def test_openstacksdk(sdk, server, clients_bin, client_home):
+    node = sdk.call("create_node", name="basic-sdk", driver="fake-hardware")
     result = sdk.run(
-        call("create_node", name="basic-sdk", driver="fake-hardware"),
-        call("create_port", node_id="basic-sdk", address="52:54:00:ba:00:02"),
+        call("get_node", "basic-sdk"),
+        call("create_port", node_id=node["id"], address="52:54:00:ba:00:02"),
         call("set_node_provision_state", "basic-sdk", "manage", wait=True, timeout=30),
         call("nodes", provision_state="manageable"),
         call("ports", address="52:54:00:ba:00:02"),
@@ -66,10 +67,10 @@ def test_openstacksdk(sdk, server, clients_bin, client_home):
 
 
 def test_ramdisk_needs_no_credentials(sdk, server, clients_bin, client_home):
-    sdk.run(call("create_node", name="basic-ipa", driver="fake-hardware"),
-            call("create_port", node_id="basic-ipa", address="52:54:00:ba:00:03"),
+    node = sdk.call("create_node", name="basic-ipa", driver="fake-hardware")
+    sdk.run(call("create_port", node_id=node["id"], address="52:54:00:ba:00:03"),
             call("set_node_provision_state", "basic-ipa", "manage", wait=True, timeout=30),
-            call("set_node_provision_state", "basic-ipa", "inspect")).ok(3)
+            call("set_node_provision_state", "basic-ipa", "inspect")).ok(2)
     anonymous = dataclasses.replace(server, auth=None)
     posted = Ipa(clients_bin, anonymous, client_home).inspect(
         machine(["52:54:00:ba:00:03"], serial="SN-BASIC"))
