@@ -56,8 +56,8 @@ class LookupData:
                 valid.append(normalized)
         data = cls(uuid_text, valid, bmc.reported_addresses(*(bmc_addresses or ())))
         if not (data.node_uuid or data.macs or data.bmc_addresses):
-            raise BadRequest("The inspection data has no valid MAC address, BMC address or "
-                             "node UUID to find the node by")
+            raise BadRequest("The inspection data has no valid MAC address in its interfaces, "
+                             "no BMC address and no node UUID to find the node by")
         return data
 
     def describe(self) -> str:

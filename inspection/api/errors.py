@@ -1,4 +1,9 @@
-"""JSON errors for every failure: ``{"error": {"message": ...}}``, never HTML or a traceback."""
+"""Ironic's error body for every failure, never HTML or a traceback.
+
+``{"error_message": "<JSON text>"}`` where the text holds ``faultstring`` (the message),
+``faultcode`` (``Client`` or ``Server``) and ``debuginfo`` (always null), plus ``problems``
+for invalid rules and nodes: python-ironicclient and openstacksdk print ``faultstring``.
+"""
 
 import json
 import logging
@@ -30,9 +35,11 @@ class ApiError(Exception):
 
 def json_error(code: int, message: str, headers: dict | None = None,
                **extra: Any) -> Response:
-    """A JSON error response."""
-    body = {"error": {"message": message, **extra}}
-    response = Response(json.dumps(body), status=code, mimetype="application/json")
+    """A JSON error response in Ironic's shape."""
+    fault = {"faultstring": message, "faultcode": "Client" if code < 500 else "Server",
+             "debuginfo": None, **extra}
+    response = Response(json.dumps({"error_message": json.dumps(fault)}), status=code,
+                        mimetype="application/json")
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response

@@ -1,10 +1,12 @@
 """A small client of the inspection HTTP API for the command line.
 
 Every failure becomes a :class:`CommandError` holding one line: the API's own error message
-(``{"error": {"message": ...}}``) with the HTTP status, or what went wrong on the way.
+(Ironic's body, ``{"error_message": "<JSON text with faultstring>"}``) with the HTTP status,
+or what went wrong on the way.
 """
 
 import argparse
+import json
 import os
 from typing import Any
 
@@ -100,16 +102,25 @@ class ApiClient:
         return self.request("DELETE", path)
 
 
-def _error_message(response: requests.Response) -> str:
+def _fault(response: requests.Response) -> dict | None:
+    """The decoded fault of Ironic's error body, or None when the body is not one."""
     try:
-        error = response.json()["error"]
-        message = error["message"]
+        fault = json.loads(response.json()["error_message"])
     except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(fault, dict) or not isinstance(fault.get("faultstring"), str):
+        return None
+    return fault
+
+
+def _error_message(response: requests.Response) -> str:
+    fault = _fault(response)
+    if fault is None:
         if response.status_code == 401:
             return "authentication required: give --username/--password"
         return f"unexpected answer from the API: {response.reason or 'error'}"
-    problems = error.get("problems") if isinstance(error, dict) else None
-    text = _one_line(message)
+    problems = fault.get("problems")
+    text = _one_line(fault["faultstring"])
     if isinstance(problems, list) and problems:
         # The message may already list them; show each once.
         extra = [_one_line(p) for p in problems if _one_line(p) not in text]

@@ -126,10 +126,13 @@ def _split_body(body: Any) -> tuple[dict, dict]:
 
 
 def _lookup_macs(inventory: dict) -> list[str]:
-    """Valid MACs of the inventory's interfaces, loopback excluded; BadRequest if none."""
+    """Valid MACs of the inventory's interfaces, loopback excluded (possibly none: as
+    Ironic, a node is then found by its BMC address)."""
     interfaces = inventory.get("interfaces")
+    if interfaces is None:
+        return []
     if not isinstance(interfaces, list):
-        raise BadRequest("The inventory has no 'interfaces' list")
+        raise BadRequest("The inventory's 'interfaces' must be a list")
     macs = []
     for iface in interfaces:
         if not isinstance(iface, dict) or iface.get("name") == "lo":
@@ -140,8 +143,6 @@ def _lookup_macs(inventory: dict) -> list[str]:
             continue
         if mac != _ZERO_MAC:
             macs.append(mac)
-    if not macs:
-        raise BadRequest("The inventory has no network interface with a valid MAC address")
     return macs
 
 

@@ -1,6 +1,7 @@
 """Helpers for the API tests: an app on a real database, with real configuration files."""
 
 import base64
+import json
 
 import bcrypt
 from oslo_config import cfg
@@ -53,3 +54,16 @@ class Api:
     def close(self) -> None:
         """Release threads and connections."""
         close_app(self.app)
+
+
+def fault(resp) -> dict:
+    """The decoded fault of an error response in Ironic's body (Flask or requests response):
+    ``{"faultstring", "faultcode", "debuginfo"[, "problems"]}``."""
+    body = resp.json() if callable(resp.json) else resp.json
+    assert set(body) == {"error_message"}, body
+    return json.loads(body["error_message"])
+
+
+def error_message(resp) -> str:
+    """The message of an error response (Ironic's ``faultstring``)."""
+    return fault(resp)["faultstring"]

@@ -6,7 +6,7 @@ import pytest
 
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
-from tests.integration.api_helpers import Api, api_conf
+from tests.integration.api_helpers import Api, api_conf, error_message
 from tests.integration.node_factory import add_node
 from tests.integration.pipeline_support import body, macs_of
 
@@ -57,7 +57,8 @@ def test_one_generic_404(api):
     add_node(api.context.engine, state="active", macs=macs[:1])
     wrong_state = api.client.post("/v1/continue_inspection", json=data)
     answers = {(r.status_code, r.get_data(as_text=True)) for r in (unknown, wrong_state)}
-    assert answers == {(404, json.dumps({"error": {"message": GENERIC_404}}))}
+    generic = {"faultstring": GENERIC_404, "faultcode": "Client", "debuginfo": None}
+    assert answers == {(404, json.dumps({"error_message": json.dumps(generic)}))}
     assert api.client.get("/v1/nodes").json["nodes"][0]["provision_state"] == "active"
 
 
@@ -68,7 +69,7 @@ def test_several_matches_give_the_same_404(api):
     add_node(api.context.engine, state="inspect wait", macs=macs[:1])
     add_node(api.context.engine, state="inspect wait", macs=macs[1:2])
     resp = api.client.post("/v1/continue_inspection", json=data)
-    assert resp.status_code == 404 and resp.json["error"]["message"] == GENERIC_404
+    assert resp.status_code == 404 and error_message(resp) == GENERIC_404
 
 
 def test_discovery(tmp_path, db_url):
@@ -103,7 +104,7 @@ def test_bad_bodies(api, payload, words):
     resp = api.client.post("/v1/continue_inspection", data=payload,
                            content_type="application/json")
     assert resp.status_code == 400
-    assert resp.is_json and words in resp.json["error"]["message"]
+    assert resp.is_json and words in error_message(resp)
     assert api.client.get("/v1/nodes").json["nodes"] == []
 
 
@@ -116,7 +117,7 @@ def test_size_limit(tmp_path, sqlite_url):
         data["padding"] = "x" * 5000
         resp = api.client.post("/v1/continue_inspection", json=data)
         assert resp.status_code == 413 and resp.is_json
-        assert "too large" in resp.json["error"]["message"]
+        assert "too large" in error_message(resp)
         assert api.client.get("/v1/nodes").json["nodes"] == []
         big_rule = {"actions": [{"op": "log", "args": {"msg": "y" * 5000}}]}
         assert api.client.post("/v1/inspection_rules", json=big_rule).status_code == 413

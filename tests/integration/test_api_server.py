@@ -10,7 +10,13 @@ import requests
 from inspection.api.auth import BasicAuth, HtpasswdError, parse_htpasswd
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
-from tests.integration.api_helpers import PASSWORD, USER, basic, write_htpasswd
+from tests.integration.api_helpers import (
+    PASSWORD,
+    USER,
+    basic,
+    error_message,
+    write_htpasswd,
+)
 from tests.integration.pipeline_support import body
 from tests.support.processes import write_config
 from tests.support.services_procs import console_script, free_port, start_api
@@ -35,7 +41,7 @@ def test_serves_with_basic_auth_and_processes_in_process(tmp_path, db):
         url, auth = api.url, (USER, PASSWORD)
         denied = requests.get(f"{url}/v1/nodes", timeout=5)
         assert denied.status_code == 401 and "Basic" in denied.headers["WWW-Authenticate"]
-        assert denied.json()["error"]["message"] == "Authentication required"
+        assert error_message(denied) == "Authentication required"
         assert requests.get(f"{url}/v1/nodes", auth=auth, timeout=5).json() == {"nodes": []}
         assert requests.get(f"{url}/v1/openapi.json", timeout=5).status_code == 200
 
@@ -56,9 +62,9 @@ def test_serves_with_basic_auth_and_processes_in_process(tmp_path, db):
 
         huge = requests.post(f"{url}/v1/continue_inspection", data=b"x" * 100_000,
                              headers={"Content-Type": "application/json"}, timeout=10)
-        assert huge.status_code == 413 and huge.json()["error"]["message"]
+        assert huge.status_code == 413 and error_message(huge)
         missing = requests.get(f"{url}/no/such/page", auth=auth, timeout=5)
-        assert missing.status_code == 404 and missing.json()["error"]
+        assert missing.status_code == 404 and error_message(missing)
     finally:
         assert api.stop() == 0
     assert "Traceback" not in api.log_text()

@@ -10,7 +10,7 @@ import requests
 
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
-from tests.integration.api_helpers import PASSWORD, USER, write_htpasswd
+from tests.integration.api_helpers import PASSWORD, USER, error_message, write_htpasswd
 from tests.integration.pipeline_support import body
 from tests.support.services_procs import start_api
 
@@ -53,7 +53,7 @@ def test_repeated_failures_are_throttled_and_valid_logins_still_work(server):
     assert statuses[:10] == [401] * 10 and statuses[10:] == [429, 429]
     refused = requests.get(f"{server}/v1/nodes", auth=(USER, "guess"), timeout=5)
     assert int(refused.headers["Retry-After"]) > 0
-    assert "Too many login attempts" in refused.json()["error"]["message"]
+    assert "Too many login attempts" in error_message(refused)
 
 
 @pytest.mark.parametrize("server", [{"auth_max_failures": 1000000}], indirect=True)

@@ -4,7 +4,7 @@ import pytest
 
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
-from tests.integration.api_helpers import Api, api_conf
+from tests.integration.api_helpers import Api, api_conf, error_message
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def api(tmp_path, sqlite_url):
 def test_names_ironic_refuses_are_refused(api, name):
     resp = api.client.post("/v1/nodes", json={"driver": "ipmi", "name": name})
     assert resp.status_code == 400, resp.json
-    assert "name" in resp.json["error"]["message"]
+    assert "name" in error_message(resp)
     assert api.client.get("/v1/nodes").json["nodes"] == []
 
 
