@@ -115,6 +115,9 @@ api_opts = [
     cfg.IntOpt("processing_threads", default=4, min=1,
                help="Threads processing inspection data in-process (all-in-one mode, "
                     "[DEFAULT]transport_url unset)."),
+    cfg.IntOpt("max_limit", default=1000, min=1,
+               help="Most items one list request returns (as Ironic's [api]max_limit); a "
+                    "longer list ends with a 'next' link to the following page."),
 ]
 
 

@@ -1,12 +1,14 @@
 """Building the Flask application of the inspection API."""
 
 import logging
+import re
 from typing import Any
 
 from flask import Flask, request
 from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
+from werkzeug.routing import BaseConverter, Map
 
 from inspection.api import (
     continue_inspection,
@@ -15,6 +17,7 @@ from inspection.api import (
     openapi,
     ports,
     rules,
+    versions,
 )
 from inspection.api.auth import REALM, BasicAuth, Throttled
 from inspection.api.context import EXTENSION, ApiContext
@@ -27,7 +30,7 @@ LOG = logging.getLogger("inspection.api")
 
 #: Endpoints anyone may call: the ramdisk callback and the documents describing the API.
 PUBLIC_ENDPOINTS = frozenset({"continue_inspection.continue_inspection", "openapi.openapi",
-                              "openapi.root", "openapi.version"})
+                              "versions.root", "versions.version"})
 
 
 def _default_service(conf: cfg.ConfigOpts, engine: Engine, notifier: FilterNotifier) -> Any:
@@ -81,6 +84,27 @@ def _install_input_checks(app: Flask) -> None:
         return None
 
 
+class IdentConverter(BaseConverter):
+    """A path segment other than ``reserved``, the collection's own fixed sub-path, so that
+    e.g. PATCH /v1/nodes/detail is a method /v1/nodes/detail lacks (405), not node "detail"."""
+
+    def __init__(self, url_map: Map, reserved: str) -> None:
+        super().__init__(url_map)
+        self.regex = rf"(?!{re.escape(reserved)}$)[^/]+"
+
+
+def _accept_trailing_slash(wsgi_app: Any) -> Any:
+    # python-ironicclient adds a slash before a query string (/v1/nodes/?limit=1), and
+    # Ironic serves every path with or without one.
+    def app(environ: dict, start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if len(path) > 1 and path.endswith("/"):
+            environ["PATH_INFO"] = path.rstrip("/") or "/"
+        return wsgi_app(environ, start_response)
+
+    return app
+
+
 def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None,
                engine: Engine | None = None, notifier: FilterNotifier | None = None) -> Flask:
     """The API app for ``conf``.
@@ -98,6 +122,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     if dispatcher is None:
         dispatcher = _default_dispatcher(conf, service)
     app = Flask("inspection.api", static_folder=None)
+    app.url_map.converters["ident"] = IdentConverter
     app.config["MAX_CONTENT_LENGTH"] = conf.api.max_request_body_size
     app.config["JSON_SORT_KEYS"] = False
     app.json.sort_keys = False
@@ -106,10 +131,12 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
         rules=service.rules.repository, rules_engine=service.rules_engine, notifier=notifier,
         service=service, dispatcher=dispatcher)
     errors.register(app)
+    versions.install(app)
     _install_auth(app, conf)
     _install_input_checks(app)
-    for module in (openapi, continue_inspection, rules, nodes, ports):
+    for module in (versions, openapi, continue_inspection, rules, nodes, ports):
         app.register_blueprint(module.bp)
+    app.wsgi_app = _accept_trailing_slash(app.wsgi_app)
     return app
 
 

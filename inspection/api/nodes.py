@@ -1,16 +1,34 @@
 """``/v1/nodes``: list, create, show, delete, provision state changes, stored inventory."""
 
-import re
 import uuid as uuidlib
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
 
 from inspection import inspect_control, locking, states
-from inspection.api.context import bool_arg, ctx, json_object
+from inspection.api.context import ctx, json_body, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, stored_inventory
-from inspection.api.views import mask_secrets, node_view
+from inspection.api.pagination import (
+    PAGE_ARGS,
+    bool_filter,
+    check_args,
+    detail_and_fields,
+    fields_arg,
+    next_link,
+    page_args,
+    paginate,
+)
+from inspection.api.patching import (
+    NODE_DEFAULTS,
+    NODE_DICT_FIELDS,
+    NODE_PATCHABLE,
+    NODE_STR_FIELDS,
+    check_node,
+    node_name_problems,
+)
+from inspection.api.patching import apply as apply_patch
+from inspection.api.views import NODE_FIELD_CHOICES, mask_secrets, node_view
 from inspection.db.models import (
     INSPECTION_STATES,
     MANAGEABLE,
@@ -21,60 +39,79 @@ from inspection.db.models import (
     Portgroup,
 )
 from inspection.errors import InvalidState
+from inspection.inspect_control import node_ports
 
 bp = Blueprint("nodes", __name__)
 
 #: Inspect interface of nodes created through the API (rules run for it by default).
 DEFAULT_INSPECT_INTERFACE = "agent"
-#: States a node may be moved to ``manageable`` from with target "manage" (as in Ironic;
-#: we cannot check the BMC credentials the way Ironic's "verifying" state does).
-_DICT_FIELDS = ("driver_info", "properties", "extra", "instance_info")
-#: Ironic's logical node names: RFC 3986 unreserved characters, so they fit in a URL path.
-_NAME = re.compile(r"[A-Za-z0-9._~-]{1,255}")
-_STR_FIELDS = {"name": 255, "driver": 255, "inspect_interface": 255, "resource_class": 80,
-               "conductor_group": 255}
-_CREATE_FIELDS = {"uuid", *_DICT_FIELDS, *_STR_FIELDS}
+_CREATE_FIELDS = {"uuid", *NODE_DICT_FIELDS, *NODE_STR_FIELDS}
+#: Filters of GET /v1/nodes (Ironic's, where this service holds the field, and ours).
+_FILTERS = ("provision_state", "driver", "maintenance", "resource_class", "conductor_group",
+            "fault", "auto_discovered")
+#: Sort keys: Ironic refuses its JSON columns; so do we.
+_SORT_KEYS = {name: getattr(Node, name) for name in (
+    "id", "uuid", "name", "driver", "provision_state", "target_provision_state", "maintenance",
+    "resource_class", "conductor_group", "inspect_interface", "reservation",
+    "auto_discovered", "inspection_started_at", "inspection_finished_at", "created_at",
+    "updated_at")}
+
+
+def _list(path: str, detail_path: bool) -> Response:
+    check_args((*_FILTERS, *PAGE_ARGS, "fields", *(() if detail_path else ("detail",))))
+    detail, fields = detail_and_fields(NODE_FIELD_CHOICES, detail_path)
+    page = page_args(_SORT_KEYS)
+    query = sa.select(Node)
+    for name in ("provision_state", "driver", "resource_class"):
+        value = request.args.get(name)
+        if value is not None:
+            query = query.where(getattr(Node, name) == value)
+    group = request.args.get("conductor_group")
+    if group is not None:  # Ironic stores and compares conductor groups in lower case
+        query = query.where(sa.func.lower(Node.conductor_group) == group.lower())
+    if request.args.get("fault") is not None:
+        query = query.where(sa.false())  # no node of this service ever has a fault
+    for name in ("maintenance", "auto_discovered"):
+        flag = bool_filter(name)
+        if flag is not None:
+            query = query.where(sa.func.coalesce(getattr(Node, name), False) == flag)
+    c = ctx()
+    with c.session() as session:
+        marker = find_node(session, page.marker) if page.marker else None
+        rows = session.execute(paginate(query, Node, page, _SORT_KEYS, marker)).scalars().all()
+        nodes = [node_view(n, detail, fields) for n in rows]
+    body: dict = {"nodes": nodes}
+    following = next_link(len(rows), rows[-1].uuid if rows else None, page, path)
+    if following:
+        body["next"] = following
+    return jsonify(body)
 
 
 @bp.get("/v1/nodes")
 def list_nodes() -> Response:
-    """Nodes, optionally by ``provision_state`` and ``auto_discovered``; ``detail`` for all
-    fields."""
-    detail = bool_arg("detail", False)
-    discovered = bool_arg("auto_discovered", None)
-    query = sa.select(Node).order_by(Node.id)
-    state = request.args.get("provision_state")
-    if state is not None:
-        query = query.where(Node.provision_state == state)
-    if discovered is not None:
-        query = query.where(sa.func.coalesce(Node.auto_discovered, False) == discovered)
-    c = ctx()
-    with c.session() as session:
-        nodes = [node_view(n, bool(detail)) for n in session.execute(query).scalars()]
-    return jsonify({"nodes": nodes})
+    """Nodes, filtered, sorted and paged as in Ironic (brief fields unless ``detail``)."""
+    return _list("/v1/nodes", detail_path=False)
+
+
+@bp.get("/v1/nodes/detail")
+def list_nodes_detail() -> Response:
+    """Nodes with every field (Ironic's ``/v1/nodes/detail``, used by ``node list --long``)."""
+    return _list("/v1/nodes/detail", detail_path=True)
 
 
 def _check_create(body: dict) -> list[str]:
     problems = [f"{name}: unknown field" for name in sorted(set(body) - _CREATE_FIELDS)]
     if not isinstance(body.get("driver"), str) or not body.get("driver"):
         problems.append("driver: required (a hardware type such as 'ipmi')")
-    for name, limit in _STR_FIELDS.items():
+    for name, limit in NODE_STR_FIELDS.items():
         value = body.get(name)
         if value is not None and (not isinstance(value, str) or len(value) > limit):
             problems.append(f"{name}: must be a string of at most {limit} characters")
-    for name in _DICT_FIELDS:
+    for name in NODE_DICT_FIELDS:
         if body.get(name) is not None and not isinstance(body[name], dict):
             problems.append(f"{name}: must be an object")
-    name = body.get("name")
-    if isinstance(name, str):
-        if not _NAME.fullmatch(name):
-            problems.append("name: may hold only letters, digits and '-', '.', '_', '~' "
-                            "(Ironic's logical names: RFC 3986 unreserved characters)")
-        try:
-            uuidlib.UUID(name)
-            problems.append("name: must not be a UUID (nodes are found by UUID or name)")
-        except ValueError:
-            pass
+    if isinstance(body.get("name"), str):
+        problems.extend(node_name_problems(body["name"]))
     if body.get("uuid") is not None:
         try:
             uuidlib.UUID(str(body["uuid"]))
@@ -98,7 +135,7 @@ def create_node() -> tuple[Response, int, dict]:
                 instance_info=body.get("instance_info") or {},
                 inspect_interface=body.get("inspect_interface") or DEFAULT_INSPECT_INTERFACE,
                 resource_class=body.get("resource_class"),
-                conductor_group=body.get("conductor_group") or "",
+                conductor_group=(body.get("conductor_group") or "").lower(),
                 provision_state=states.INITIAL, auto_discovered=False)
     c = ctx()
     try:
@@ -108,18 +145,88 @@ def create_node() -> tuple[Response, int, dict]:
             view = node_view(node)
     except sa.exc.IntegrityError:
         raise ApiError(409, "A node with this UUID or name already exists") from None
-    return jsonify(view), 201, {"Location": f"/v1/nodes/{node_uuid}"}
+    return jsonify(view), 201, {"Location": view["links"][0]["href"]}
 
 
-@bp.get("/v1/nodes/<node_ident>")
+@bp.get("/v1/nodes/<ident(\"detail\"):node_ident>")
 def show_node(node_ident: str) -> Response:
-    """One node by UUID or name (secrets masked)."""
+    """One node by UUID or name (secrets masked; only ``fields`` if given)."""
+    check_args(("fields",))
+    fields = fields_arg(NODE_FIELD_CHOICES)
     c = ctx()
     with c.session() as session:
-        return jsonify(node_view(find_node(session, node_ident)))
+        return jsonify(node_view(find_node(session, node_ident), fields=fields))
 
 
-@bp.delete("/v1/nodes/<node_ident>")
+@bp.patch("/v1/nodes/<ident(\"detail\"):node_ident>")
+def patch_node(node_ident: str) -> Response:
+    """Apply an RFC 6902 patch to the fields Ironic lets clients change; 200 with the node."""
+    check_args(())
+    body = json_body()
+    c = ctx()
+    with c.session() as session:
+        node_id = find_node(session, node_ident).id
+    with locking.reserved(c.engine, node_id, c.conf.host):
+        try:
+            with c.session() as session:
+                node = session.get(Node, node_id)
+                if node is None:
+                    raise ApiError(404, f"Node {node_ident[:64]} could not be found")
+                before = {name: getattr(node, name) for name in NODE_PATCHABLE}
+                before["maintenance"] = bool(before["maintenance"])
+                values = check_node(apply_patch(before, body, NODE_PATCHABLE, NODE_DEFAULTS))
+                for name, value in values.items():
+                    if value != before[name]:
+                        setattr(node, name, value)
+                session.flush()
+                served_changed = values["inspect_interface"] != before["inspect_interface"]
+                ports = node_ports(session, node) if served_changed else None
+        except sa.exc.IntegrityError:
+            raise ApiError(409, "A node with this name already exists") from None
+    if ports is not None:  # the PXE filters' decision depends on the inspect interface
+        c.notifier.announce(ports)
+    with c.session() as session:
+        node = session.get(Node, node_id)
+        if node is None:
+            raise ApiError(404, f"Node {node_ident[:64]} could not be found")
+        return jsonify(node_view(node))
+
+
+def _set_maintenance(node_ident: str, value: bool) -> tuple[str, int]:
+    c = ctx()
+    with c.session() as session:
+        node_id = find_node(session, node_ident).id
+    with locking.reserved(c.engine, node_id, c.conf.host), c.session() as session:
+        node = session.get(Node, node_id)
+        if node is not None:
+            node.maintenance = value
+    return "", 202
+
+
+@bp.put("/v1/nodes/<ident(\"detail\"):node_ident>/maintenance")
+def set_maintenance(node_ident: str) -> tuple[str, int]:
+    """Put the node in maintenance (Ironic's ``node maintenance set``); 202."""
+    check_args(("reason",))
+    body = json_body(required=False)
+    body = {} if body is None else body
+    if not isinstance(body, dict) or set(body) - {"reason"}:
+        raise ApiError(400, 'The request body must be {"reason": null} or empty')
+    reason = body.get("reason", request.args.get("reason"))
+    if reason is not None:
+        # Dropping it silently would lose what the operator wrote.
+        raise ApiError(400, "This service stores no maintenance reason: set maintenance "
+                            "without one")
+    return _set_maintenance(node_ident, True)
+
+
+@bp.delete("/v1/nodes/<ident(\"detail\"):node_ident>/maintenance")
+def clear_maintenance(node_ident: str) -> tuple[str, int]:
+    """Take the node out of maintenance (Ironic's ``node maintenance unset``); 202."""
+    check_args(())
+    return _set_maintenance(node_ident, False)
+
+
+@bp.delete("/v1/nodes/<ident(\"detail\"):node_ident>")
 def delete_node(node_ident: str) -> tuple[str, int]:
     """Delete a node with its ports and inventory; refused while it is being inspected."""
     c = ctx()
@@ -155,7 +262,7 @@ def _manage(node_ident: str) -> None:
         node.last_error = None
 
 
-@bp.put("/v1/nodes/<node_ident>/states/provision")
+@bp.put("/v1/nodes/<ident(\"detail\"):node_ident>/states/provision")
 def set_provision_state(node_ident: str) -> tuple[Response, int, dict]:
     """``{"target": "inspect" | "abort" | "manage"}``; 202 with the node."""
     body = json_object()
@@ -175,7 +282,7 @@ def set_provision_state(node_ident: str) -> tuple[Response, int, dict]:
     return jsonify(view), 202, {"Location": f"/v1/nodes/{view['uuid']}"}
 
 
-@bp.get("/v1/nodes/<node_ident>/inventory")
+@bp.get("/v1/nodes/<ident(\"detail\"):node_ident>/inventory")
 def node_inventory(node_ident: str) -> Response:
     """The inventory and plugin data stored by the last inspection (404 when none)."""
     c = ctx()

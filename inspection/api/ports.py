@@ -5,10 +5,24 @@ import uuid as uuidlib
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
 
-from inspection.api.context import ctx, json_object
+from inspection.api.context import ctx, json_body, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, find_port, node_uuids
-from inspection.api.views import port_view
+from inspection.api.pagination import (
+    PAGE_ARGS,
+    bool_filter,
+    check_args,
+    detail_and_fields,
+    fields_arg,
+    next_link,
+    page_args,
+    paginate,
+    to_bool,
+    uuid_arg,
+)
+from inspection.api.patching import PORT_DEFAULTS, PORT_PATCHABLE, check_port
+from inspection.api.patching import apply as apply_patch
+from inspection.api.views import PORT_FIELDS, port_view
 from inspection.db.models import Node, Port
 from pxe_filter.broadcast import NodePorts
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
@@ -17,28 +31,67 @@ bp = Blueprint("ports", __name__)
 
 _FIELDS = {"address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
            "physical_network"}
+_FILTERS = ("node", "node_uuid", "address", "pxe_enabled")
+_SORT_KEYS = {name: getattr(Port, name) for name in (
+    "id", "uuid", "address", "pxe_enabled", "physical_network", "created_at", "updated_at")}
+
+
+def _list(path: str, detail_path: bool) -> Response:
+    check_args((*_FILTERS, *PAGE_ARGS, "fields", *(() if detail_path else ("detail",))))
+    _, fields = detail_and_fields(PORT_FIELDS, detail_path)
+    page = page_args(_SORT_KEYS)
+    node_uuid = uuid_arg("node_uuid")
+    ident = request.args.get("node")
+    if ident is not None and node_uuid is not None:
+        raise ApiError(400, "Specify only one of node and node_uuid")
+    address = request.args.get("address")
+    query = sa.select(Port)
+    if address is not None:
+        try:
+            query = query.where(Port.address == normalize_mac(address))
+        except InvalidMAC:
+            raise ApiError(400, f"Expected valid MAC address for address: "
+                                f"{address[:64]}") from None
+    pxe = bool_filter("pxe_enabled")
+    if pxe is not None:
+        query = query.where(sa.func.coalesce(Port.pxe_enabled, True) == pxe)
+    c = ctx()
+    with c.session() as session:
+        if ident is not None or node_uuid is not None:
+            node = find_node(session, ident if ident is not None else str(node_uuid))
+            query = query.where(Port.node_id == node.id)
+        marker = find_port(session, page.marker) if page.marker else None
+        ports = session.execute(paginate(query, Port, page, _SORT_KEYS, marker)
+                                ).scalars().all()
+        uuids = node_uuids(session, {p.node_id for p in ports if p.node_id is not None})
+        body: dict = {"ports": [port_view(p, uuids.get(p.node_id), fields) for p in ports]}
+    following = next_link(len(ports), ports[-1].uuid if ports else None, page, path)
+    if following:
+        body["next"] = following
+    return jsonify(body)
 
 
 @bp.get("/v1/ports")
 def list_ports() -> Response:
-    """Ports, optionally of one node (``?node=`` UUID or name)."""
-    c = ctx()
-    with c.session() as session:
-        query = sa.select(Port).order_by(Port.id)
-        ident = request.args.get("node")
-        if ident is not None:
-            query = query.where(Port.node_id == find_node(session, ident).id)
-        ports = list(session.execute(query).scalars())
-        uuids = node_uuids(session, {p.node_id for p in ports if p.node_id is not None})
-        return jsonify({"ports": [port_view(p, uuids.get(p.node_id)) for p in ports]})
+    """Ports, filtered by node, address or pxe_enabled, sorted and paged as in Ironic."""
+    return _list("/v1/ports", detail_path=False)
+
+
+@bp.get("/v1/ports/detail")
+def list_ports_detail() -> Response:
+    """Ports with every field (Ironic's ``/v1/ports/detail``, used by ``port list --long``)."""
+    return _list("/v1/ports/detail", detail_path=True)
 
 
 def _check(body: dict) -> list[str]:
     problems = [f"{name}: unknown field" for name in sorted(set(body) - _FIELDS)]
     if not isinstance(body.get("node_uuid"), str):
         problems.append("node_uuid: required (the node's UUID or name)")
-    if "pxe_enabled" in body and not isinstance(body["pxe_enabled"], bool):
-        problems.append("pxe_enabled: must be true or false")
+    if "pxe_enabled" in body:
+        try:
+            body["pxe_enabled"] = to_bool("pxe_enabled", body["pxe_enabled"])
+        except ApiError as exc:
+            problems.append(exc.message)
     for name in ("extra", "local_link_connection"):
         if body.get(name) is not None and not isinstance(body[name], dict):
             problems.append(f"{name}: must be an object")
@@ -77,20 +130,64 @@ def create_port() -> tuple[Response, int, dict]:
     # Tell the filters at once: with unknown MACs allowed (discovery, or a node on
     # inspection) the wildcard would otherwise serve this NIC until the next full sync.
     c.notifier.announce(announced)
-    return jsonify(view), 201, {"Location": f"/v1/ports/{view['uuid']}"}
+    return jsonify(view), 201, {"Location": view["links"][0]["href"]}
 
 
-@bp.get("/v1/ports/<port_id>")
+@bp.get("/v1/ports/<ident(\"detail\"):port_id>")
 def show_port(port_id: str) -> Response:
-    """One port by UUID."""
+    """One port by UUID (only ``fields`` if given)."""
+    check_args(("fields",))
+    fields = fields_arg(PORT_FIELDS)
     c = ctx()
     with c.session() as session:
         port = find_port(session, port_id)
         uuids = node_uuids(session, {port.node_id} if port.node_id is not None else set())
-        return jsonify(port_view(port, uuids.get(port.node_id)))
+        return jsonify(port_view(port, uuids.get(port.node_id), fields))
 
 
-@bp.delete("/v1/ports/<port_id>")
+@bp.patch("/v1/ports/<ident(\"detail\"):port_id>")
+def patch_port(port_id: str) -> Response:
+    """Apply an RFC 6902 patch (address, node, pxe_enabled, ...); 200 with the port.
+
+    The PXE filters hear of it at once: a moved address is closed where it was served and
+    announced under its (new) node.
+    """
+    check_args(())
+    body = json_body()
+    c = ctx()
+    try:
+        with c.session() as session:
+            port = find_port(session, port_id)
+            old_node = session.get(Node, port.node_id) if port.node_id is not None else None
+            before = {name: getattr(port, name) for name in PORT_PATCHABLE if name != "node_uuid"}
+            before["node_uuid"] = old_node.uuid if old_node is not None else None
+            before["pxe_enabled"] = True if before["pxe_enabled"] is None else \
+                bool(before["pxe_enabled"])
+            values = check_port(apply_patch(before, body, PORT_PATCHABLE,
+                                            {**PORT_DEFAULTS, "address": None,
+                                             "node_uuid": None}))
+            node = find_node(session, values["node_uuid"])
+            old_address = port.address
+            for name, value in values.items():
+                if name != "node_uuid" and value != before[name]:
+                    setattr(port, name, value)
+            port.node_id = node.id
+            session.flush()
+            view = port_view(port, node.uuid)
+            moved = old_address != port.address or old_node is None or old_node.id != node.id
+            was_served = old_node is not None and c.notifier.served(
+                old_node.provision_state, old_node.inspect_interface)
+            announced = NodePorts(node.provision_state, node.inspect_interface, (port.address,))
+    except sa.exc.IntegrityError:
+        raise ApiError(409, "A port with this MAC address already exists") from None
+    if moved:
+        if was_served and old_address and old_address != port.address:
+            c.notifier.update(deny=[old_address])
+        c.notifier.announce(announced)
+    return jsonify(view)
+
+
+@bp.delete("/v1/ports/<ident(\"detail\"):port_id>")
 def delete_port(port_id: str) -> tuple[str, int]:
     """Delete a port."""
     c = ctx()
@@ -102,5 +199,5 @@ def delete_port(port_id: str) -> tuple[str, int]:
                                                         node.inspect_interface)
         session.delete(port)
     if served and address:
-        c.notifier.deny([address])
+        c.notifier.update(deny=[address])
     return "", 204

@@ -1,16 +1,43 @@
 """``/v1/inspection_rules``: create, list, show, patch, delete, delete all, explain."""
 
+from datetime import UTC
+
 from flask import Blueprint, Response, jsonify, request
 
-from inspection.api.context import bool_arg, ctx, json_body, json_object
+from inspection.api.context import ctx, json_body, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, stored_inventory
-from inspection.rules import OrmNode, interface_supported
+from inspection.api.pagination import (
+    PAGE_ARGS,
+    check_args,
+    detail_and_fields,
+    next_link,
+    page_args,
+)
+from inspection.api.versions import resource_links
+from inspection.rules import OrmNode, Rule, interface_supported
 from inspection.rules.model import PHASES
 
 bp = Blueprint("inspection_rules", __name__)
 
 BASE = "/v1/inspection_rules"
+RULE_FIELDS = ("uuid", "priority", "description", "scope", "sensitive", "phase", "built_in",
+               "conditions", "actions", "created_at", "updated_at")
+#: Sort keys of the list; without one, rules come in run order (phase, priority...).
+_SORT_KEYS = ("priority", "uuid", "phase", "description", "scope", "created_at",
+              "updated_at")
+
+
+def rule_view(rule: Rule, detail: bool = True, fields: list[str] | None = None) -> dict:
+    """A rule as the API shows it: timestamps with their zone (UTC), a self link."""
+    data = rule.to_dict(detail=detail or bool(fields))
+    for name in ("created_at", "updated_at"):
+        value = getattr(rule, name)
+        data[name] = value.replace(tzinfo=value.tzinfo or UTC).isoformat() if value else None
+    if fields:
+        data = {name: data.get(name) for name in fields}
+    data["links"] = resource_links(f"inspection_rules/{rule.uuid}")
+    return data
 
 
 @bp.post(BASE)
@@ -20,30 +47,51 @@ def create_rule() -> tuple[Response, int, dict]:
     c = ctx()
     with c.session() as session:
         rule = c.rules.create(session, doc)
-        body = rule.to_dict(detail=True)
-    return jsonify(body), 201, {"Location": f"{BASE}/{rule.uuid}"}
+        body = rule_view(rule)
+    return jsonify(body), 201, {"Location": body["links"][0]["href"]}
 
 
 @bp.get(BASE)
 def list_rules() -> Response:
-    """Built-in and stored rules in run order (``detail``, ``scope``, ``phase`` filters)."""
-    detail = bool_arg("detail", False)
+    """Built-in and stored rules in run order (``detail``, ``scope``, ``phase``, ``fields``,
+    pages with ``limit``/``marker``, or sorted by ``sort_key``)."""
+    check_args(("detail", "scope", "phase", "fields", *PAGE_ARGS))
+    detail, fields = detail_and_fields(RULE_FIELDS)
+    sorted_by = request.args.get("sort_key")
+    page = page_args(_SORT_KEYS, default_key="priority")
     c = ctx()
     with c.session() as session:
         rules = c.rules.list(session, scope=request.args.get("scope"),
                              phase=request.args.get("phase"))
-    return jsonify({"inspection_rules": [r.to_dict(detail=bool(detail)) for r in rules]})
+    if sorted_by is not None or "sort_dir" in request.args:
+        # None sorts first, as NULL does in the node and port lists.
+        rules.sort(key=lambda r: (getattr(r, page.sort_key) is not None,
+                                  str(getattr(r, page.sort_key) or ""), r.uuid),
+                   reverse=page.sort_dir == "desc")
+    if page.marker is not None:
+        position = next((i for i, r in enumerate(rules) if r.uuid == page.marker), None)
+        if position is None:
+            raise ApiError(404, f"Inspection rule {page.marker} could not be found")
+        rules = rules[position + 1:]
+    rules = rules[:page.limit]
+    body: dict = {"inspection_rules": [rule_view(r, detail, fields) for r in rules]}
+    following = next_link(len(rules), rules[-1].uuid if rules else None, page, BASE,
+                          with_sort=sorted_by is not None or "sort_dir" in request.args)
+    if following:
+        body["next"] = following
+    return jsonify(body)
 
 
-@bp.get(f"{BASE}/<rule_id>")
+@bp.get(f"{BASE}/<ident(\"explain\"):rule_id>")
 def show_rule(rule_id: str) -> Response:
     """One rule (conditions and actions are null for a sensitive rule)."""
+    check_args(())
     c = ctx()
     with c.session() as session:
-        return jsonify(c.rules.get(session, rule_id).to_dict(detail=True))
+        return jsonify(rule_view(c.rules.get(session, rule_id)))
 
 
-@bp.patch(f"{BASE}/<rule_id>")
+@bp.patch(f"{BASE}/<ident(\"explain\"):rule_id>")
 def patch_rule(rule_id: str) -> Response:
     """Apply an RFC 6902 JSON patch (add/replace/remove/move/copy/test)."""
     operations = json_body()
@@ -54,10 +102,10 @@ def patch_rule(rule_id: str) -> Response:
     c = ctx()
     with c.session() as session:
         rule = c.rules.patch(session, rule_id, operations)
-        return jsonify(rule.to_dict(detail=True))
+        return jsonify(rule_view(rule))
 
 
-@bp.delete(f"{BASE}/<rule_id>")
+@bp.delete(f"{BASE}/<ident(\"explain\"):rule_id>")
 def delete_rule(rule_id: str) -> tuple[str, int]:
     """Delete one stored rule (built-in rules: 400)."""
     c = ctx()

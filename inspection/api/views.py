@@ -1,9 +1,11 @@
 """The API representation of nodes and ports; secrets are masked the way Ironic does, in
 every field: a rule may copy a password anywhere, and the ramdisk may send one."""
 
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+from inspection.api.versions import resource_links
 from inspection.common.url_credentials import mask_url_passwords
 from inspection.db.models import Node, Port
 from inspection.rules.masking import DISPLAY_MASK, masked
@@ -15,7 +17,11 @@ NODE_FIELDS = ("uuid", "name", "driver", "driver_info", "driver_internal_info", 
                "extra", "instance_info", "provision_state", "target_provision_state",
                "inspect_interface", "reservation", "last_error", "maintenance",
                "inspection_started_at", "inspection_finished_at", "conductor_group",
-               "resource_class", "auto_discovered", "created_at", "updated_at")
+               "resource_class", "auto_discovered", "fault", "created_at", "updated_at")
+#: What ``?fields=`` may name for nodes; ``links`` is always shown.
+NODE_FIELD_CHOICES = NODE_FIELDS
+PORT_FIELDS = ("uuid", "address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
+               "physical_network", "created_at", "updated_at")
 _DICT_FIELDS = ("driver_info", "driver_internal_info", "instance_info", "properties", "extra")
 
 
@@ -26,13 +32,17 @@ def mask_secrets(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, datetime) else value
+    # Stored naive in UTC (as Ironic does); shown with the zone, as Ironic shows them.
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+    return value
 
 
-def node_view(node: Node, detail: bool = True) -> dict:
-    """A node as the API shows it."""
-    fields = NODE_FIELDS if detail else BRIEF_NODE_FIELDS
-    data = {name: _plain(getattr(node, name)) for name in fields}
+def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = None) -> dict:
+    """A node as the API shows it (``fields``, if given, instead of the brief or full set)."""
+    names = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
+    # No node of this service ever has a fault (Ironic's power-sync and cleaning failures).
+    data = {name: None if name == "fault" else _plain(getattr(node, name)) for name in names}
     for name in _DICT_FIELDS:
         if name in data:
             data[name] = mask_secrets(data[name] or {})
@@ -42,13 +52,24 @@ def node_view(node: Node, detail: bool = True) -> dict:
         data["maintenance"] = bool(data["maintenance"])
     if "auto_discovered" in data:
         data["auto_discovered"] = bool(data["auto_discovered"])
+    if "conductor_group" in data:
+        data["conductor_group"] = data["conductor_group"] or ""
+    data["links"] = resource_links(f"nodes/{node.uuid}")
     return data
 
 
-def port_view(port: Port, node_uuid: str | None) -> dict:
-    """A port as the API shows it."""
-    return {"uuid": port.uuid, "address": port.address, "node_uuid": node_uuid,
-            "pxe_enabled": bool(port.pxe_enabled), "extra": mask_secrets(port.extra or {}),
-            "local_link_connection": mask_secrets(port.local_link_connection or {}),
+def port_view(port: Port, node_uuid: str | None, fields: Sequence[str] | None = None) -> dict:
+    """A port as the API shows it (only ``fields`` if given; lists show every field, a
+    superset of Ironic's brief list)."""
+    full = {"uuid": port.uuid, "address": port.address, "node_uuid": node_uuid,
+            "pxe_enabled": bool(port.pxe_enabled), "extra": port.extra or {},
+            "local_link_connection": port.local_link_connection or {},
             "physical_network": port.physical_network,
-            "created_at": _plain(port.created_at), "updated_at": _plain(port.updated_at)}
+            "created_at": port.created_at, "updated_at": port.updated_at}
+    names = fields or PORT_FIELDS
+    data = {name: _plain(full[name]) for name in names}
+    for name in ("extra", "local_link_connection"):
+        if name in data:
+            data[name] = mask_secrets(data[name])
+    data["links"] = resource_links(f"ports/{port.uuid}")
+    return data

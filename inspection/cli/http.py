@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
@@ -84,6 +85,17 @@ class ApiClient:
         """GET with query parameters (None values left out)."""
         return self.request("GET", path, params={k: v for k, v in params.items()
                                                  if v is not None})
+
+    def get_all(self, path: str, key: str, **params: Any) -> list:
+        """Every item of a list, following the API's ``next`` links page by page."""
+        page = self.get(path, **params)
+        items = list(page[key])
+        while page.get("next"):
+            # The link is absolute as the server sees itself; keep our own base URL.
+            link = urlsplit(page["next"])
+            page = self.request("GET", f"{link.path}?{link.query}")
+            items.extend(page[key])
+        return items
 
     def post(self, path: str, body: Any) -> Any:
         """POST a JSON body."""

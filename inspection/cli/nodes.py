@@ -77,9 +77,9 @@ def add_commands(sub, parent: argparse.ArgumentParser) -> None:
 
 def run_list(args: argparse.Namespace) -> int:
     """List nodes."""
-    nodes = ApiClient.from_args(args).get(
-        "/v1/nodes", provision_state=args.provision_state,
-        auto_discovered="true" if args.auto_discovered else None)["nodes"]
+    nodes = ApiClient.from_args(args).get_all(
+        "/v1/nodes", "nodes", provision_state=args.provision_state,
+        auto_discovered="true" if args.auto_discovered else None)
     output.emit_list(args, nodes, LIST_COLUMNS)
     return 0
 

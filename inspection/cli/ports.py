@@ -51,7 +51,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     """List ports."""
-    ports = ApiClient.from_args(args).get("/v1/ports", node=args.node)["ports"]
+    ports = ApiClient.from_args(args).get_all("/v1/ports", "ports", node=args.node)
     output.emit_list(args, ports, COLUMNS)
     return 0
 

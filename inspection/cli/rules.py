@@ -127,8 +127,8 @@ def run_import(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     """List rules."""
     client = ApiClient.from_args(args)
-    rules = client.get(BASE, detail="true" if args.long else None, scope=args.scope,
-                       phase=args.phase)["inspection_rules"]
+    rules = client.get_all(BASE, "inspection_rules", detail="true" if args.long else None,
+                           scope=args.scope, phase=args.phase)
     output.emit_list(args, rules, LONG_COLUMNS if args.long else LIST_COLUMNS)
     return 0
 

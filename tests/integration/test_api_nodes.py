@@ -29,7 +29,7 @@ def test_create_show_delete_with_masked_secrets(api):
         "ipmi_address": "10.0.0.5", "ipmi_username": "admin", "ipmi_password": "hunter2",
         "redfish": {"auth_token": "t0ken-value"}}, properties={"cpus": 4})
     node = resp.json
-    assert resp.headers["Location"] == f"/v1/nodes/{node['uuid']}"
+    assert resp.headers["Location"] == f"http://localhost/v1/nodes/{node['uuid']}"
     assert node["provision_state"] == "enroll" and node["auto_discovered"] is False
     for path in (f"/v1/nodes/{node['uuid']}", "/v1/nodes/node-1"):
         shown = api.client.get(path)

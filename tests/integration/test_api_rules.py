@@ -38,7 +38,7 @@ def create(api, **doc):
 def test_create_show_list_delete(api):
     resp = create(api, description="first", priority=10, scope="rack1")
     rule = resp.json
-    assert resp.headers["Location"] == f"/v1/inspection_rules/{rule['uuid']}"
+    assert resp.headers["Location"] == f"http://localhost/v1/inspection_rules/{rule['uuid']}"
     shown = api.client.get(resp.headers["Location"]).json
     assert shown["description"] == "first" and shown["actions"] == [SET_EXTRA]
     assert shown["built_in"] is False and shown["scope"] == "rack1"

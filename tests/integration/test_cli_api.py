@@ -266,3 +266,22 @@ def test_http_basic_credentials_from_options_or_environment(tmp_path, monkeypatc
         assert json.loads(capsys.readouterr().out) == []
     finally:
         assert proc.stop() == 0
+
+
+def test_lists_follow_the_api_pages(tmp_path, monkeypatch, capsys):
+    url = f"sqlite:///{tmp_path}/inspection.sqlite"
+    engine = create_engine(url)
+    migration.upgrade(engine)
+    engine.dispose()
+    proc = start_api(tmp_path, url, extra_conf={"api": {"max_limit": 2}})
+    try:
+        proc.wait_http()
+        monkeypatch.setenv("IRONIC_INSPECTION_URL", proc.url)
+        names = [f"paged-{i}" for i in range(5)]
+        for name in names:
+            assert main(["node", "create", "--driver", "ipmi", "--name", name]) == 0
+        capsys.readouterr()
+        assert main(["node", "list", "-f", "json"]) == 0
+        assert [n["name"] for n in json.loads(capsys.readouterr().out)] == names
+    finally:
+        assert proc.stop() == 0, proc.log_text()

@@ -1,0 +1,132 @@
+"""API microversions as Ironic negotiates them, and the root and v1 version documents.
+
+Every response carries ``X-OpenStack-Ironic-API-Minimum-Version`` and ``-Maximum-Version``;
+a request naming a version (``X-OpenStack-Ironic-API-Version: 1.96``, ``OpenStack-API-Version:
+baremetal 1.96`` or ``latest``) outside the range gets 406, as in Ironic, and the version
+used is echoed in ``X-OpenStack-Ironic-API-Version``. openstacksdk (keystoneauth) refuses
+every microversioned call unless ``/`` and ``/v1`` carry ``min_version`` and ``version``.
+"""
+
+from flask import Blueprint, Flask, Response, g, jsonify, request
+
+from inspection.api.errors import json_error
+
+bp = Blueprint("versions", __name__)
+
+HEADER = "X-OpenStack-Ironic-API-Version"
+MIN_HEADER = "X-OpenStack-Ironic-API-Minimum-Version"
+MAX_HEADER = "X-OpenStack-Ironic-API-Maximum-Version"
+#: Ironic's first version, used when a request names none (as Ironic does).
+MIN_VERSION = (1, 1)
+#: 1.96 is where Ironic added inspection rules, the newest resource this service serves.
+MAX_VERSION = (1, 96)
+SERVICE_TYPE = "baremetal"
+
+
+def _text(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+MIN_TEXT, MAX_TEXT = _text(MIN_VERSION), _text(MAX_VERSION)
+
+
+class VersionNotAcceptable(Exception):
+    """The requested version is malformed or outside the supported range (406)."""
+
+
+def requested_text(headers) -> str | None:
+    """The version string a request names, or None (``OpenStack-API-Version`` first)."""
+    for value in headers.getlist("OpenStack-API-Version"):
+        for item in value.split(","):
+            service, _, version = item.strip().partition(" ")
+            if service.lower() == SERVICE_TYPE and version.strip():
+                return version.strip()
+    legacy = headers.get(HEADER)
+    return legacy.strip() if legacy is not None else None
+
+
+def parse(text: str | None) -> tuple[int, int]:
+    """The version a request asks for; :class:`VersionNotAcceptable` when it cannot be had."""
+    if text is None or not text:
+        return MIN_VERSION
+    if text.lower() == "latest":
+        return MAX_VERSION
+    major, dot, minor = text.partition(".")
+    if not (dot and major.isdigit() and minor.isdigit()
+            and major.isascii() and minor.isascii()):
+        raise VersionNotAcceptable(f"Invalid value for {HEADER} header")
+    version = (int(major), int(minor))
+    supported = f"The supported version range is: [{MIN_TEXT}, {MAX_TEXT}]."
+    if version[0] != MIN_VERSION[0]:
+        raise VersionNotAcceptable(f"Mutually exclusive versions requested. Version "
+                                   f"{_text(version)} requested but not supported by this "
+                                   f"service. {supported}")
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise VersionNotAcceptable(f"Version {_text(version)} was requested but the minor "
+                                   f"version is not supported by this service. {supported}")
+    return version
+
+
+def install(app: Flask) -> None:
+    """Negotiate the version of every request and label every response."""
+
+    @app.before_request
+    def negotiate():
+        try:
+            g.api_version = parse(requested_text(request.headers))
+        except VersionNotAcceptable as exc:
+            return json_error(406, str(exc))
+        return None
+
+    @app.after_request
+    def label(response: Response) -> Response:
+        response.headers[MIN_HEADER] = MIN_TEXT
+        response.headers[MAX_HEADER] = MAX_TEXT
+        version = g.get("api_version")
+        if version is not None:
+            response.headers[HEADER] = _text(version)
+        return response
+
+
+def base_url() -> str:
+    """The URL this API is reached at (no trailing slash), for links."""
+    return request.host_url.rstrip("/")
+
+
+def link(rel: str, path: str) -> dict:
+    """A link as Ironic writes them: ``{"href": absolute URL, "rel": ...}``."""
+    return {"href": base_url() + path, "rel": rel}
+
+
+def resource_links(name: str) -> list[dict]:
+    """The self link of a resource path such as ``nodes/UUID`` (Ironic also gives a bookmark
+    link without ``/v1``, a path form this API does not serve)."""
+    return [link("self", f"/v1/{name}")]
+
+
+def _version_document() -> dict:
+    return {"id": "v1", "links": [link("self", "/v1/")], "status": "CURRENT",
+            "min_version": MIN_TEXT, "version": MAX_TEXT}
+
+
+@bp.get("/")
+def root() -> Response:
+    """The versions document (as Ironic's root)."""
+    return jsonify({"name": "Ironic inspection service",
+                    "description": "Inspection, auto-discovery and inspection rules, "
+                                   "served with Ironic's Bare Metal API",
+                    "default_version": _version_document(),
+                    "versions": [_version_document()]})
+
+
+@bp.get("/v1")
+def version() -> Response:
+    """The v1 document: the version and a link per resource (as Ironic's)."""
+    body = {"id": "v1", "links": [link("self", "/v1/")],
+            "media_types": {"base": "application/json",
+                            "type": "application/vnd.openstack.ironic.v1+json"},
+            "version": _version_document()}
+    for name in ("nodes", "ports", "inspection_rules", "continue_inspection"):
+        body[name] = [link("self", f"/v1/{name}/")]
+    body["openapi"] = [link("describedby", "/v1/openapi.json")]
+    return jsonify(body)
