@@ -35,9 +35,8 @@ def test_baremetal_cli(bm, server, clients_bin, client_home):
                    "--pxe-enabled", "false")
     assert port["pxe_enabled"] is False
     bm.ok("node", "set", "basic-1", "--extra", "auth=basic")
-    assert bm.json("node", "show", "basic-1")["extra"] == {"auth": "basic"}
     long = bm.json("node", "list", "--long", "--provision-state", "enroll")
-    assert [n["name"] for n in long] == ["basic-1"]
+    assert [(n["name"], n["extra"]) for n in long] == [("basic-1", {"auth": "basic"})]
     bm.ok("node", "manage", "basic-1", "--wait", "30")
     rule = bm.json("inspection", "rule", "create", "--conditions", "[]",
                    "--actions", json.dumps(ACTIONS))
