@@ -88,6 +88,15 @@ def assert_filtered(rows: list[dict], everything: list[dict], predicate) -> None
     assert len(expected) < len(everything), "the filter must leave something out"
 
 
+def test_version_negotiation(bm):
+    # Every command negotiates silently (the client asks for its latest, 1.115, and
+    # settles on our maximum); a version out of range is refused with the server's range.
+    refused = bm.fails("--os-baremetal-api-version", "1.200", "node", "list")
+    assert "Supported version range is 1.1 to 1." in refused
+    maximum = refused.rsplit("to 1.", 1)[1].split()[0]
+    assert int(maximum) >= 96, refused  # inspection rules need 1.96 in the clients
+
+
 def test_node_crud_and_patch(bm):
     node = bm.json("node", "create", "--driver", "fake-hardware", "--name", "crud-1",
                    "--property", "cpus=4", "--property", "memory_mb=8192",
