@@ -118,6 +118,11 @@ api_opts = [
     cfg.IntOpt("max_limit", default=1000, min=1,
                help="Most items one list request returns (as Ironic's [api]max_limit); a "
                     "longer list ends with a 'next' link to the following page."),
+    cfg.URIOpt("public_endpoint", schemes=["http", "https"],
+               help="Base URL clients reach the API at, for the links in answers (version "
+                    "documents, self links, next pages, Location), as Ironic's "
+                    "[api]public_endpoint; e.g. https://bmaas.example.com:6385 behind a "
+                    "proxy. Default: the URL of each request."),
 ]
 
 

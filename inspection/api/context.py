@@ -97,14 +97,17 @@ def json_object() -> dict:
     return body
 
 
-def bool_arg(name: str, default: bool | None = False) -> bool | None:
-    """A boolean query parameter (true/false, 1/0, yes/no); 400 on anything else."""
-    value = request.args.get(name)
-    if value is None:
-        return default
-    lowered = value.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ApiError(400, f"Query parameter {name} must be true or false")
+#: Ironic's spellings of booleans in query strings and request bodies.
+TRUE = frozenset({"1", "t", "true", "on", "y", "yes"})
+FALSE = frozenset({"0", "f", "false", "off", "n", "no"})
+ACCEPTED_BOOLEANS = ", ".join(f"'{v}'" for v in sorted(TRUE | FALSE))
+
+
+def to_bool(name: str, value: object) -> bool:
+    """``value`` as a boolean the way Ironic coerces it ("false" is False); 400 otherwise."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in TRUE | FALSE:
+        return value.strip().lower() in TRUE
+    raise ApiError(400, f"Invalid {name}: Unrecognized value {str(value)[:64]!r}, acceptable "
+                        f"values are: {ACCEPTED_BOOLEANS}")

@@ -5,7 +5,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from inspection.db.idents import canonical_uuid, node_ident_clause
-from inspection.db.models import Node, NodeInventory, Port
+from inspection.db.models import Node, NodeInventory, NodeTrait, Port
 from inspection.errors import NotFound
 
 
@@ -41,7 +41,22 @@ def stored_inventory(session: Session, node: Node) -> NodeInventory | None:
 
 def node_uuids(session: Session, node_ids: set[int]) -> dict[int, str]:
     """``id -> uuid`` for the given node ids."""
-    if not node_ids:
-        return {}
-    rows = session.execute(sa.select(Node.id, Node.uuid).where(Node.id.in_(node_ids)))
-    return {row.id: row.uuid for row in rows}
+    ids, uuids = sorted(node_ids), {}
+    for start in range(0, len(ids), 1000):  # a page may be longer than one IN list takes
+        rows = session.execute(sa.select(Node.id, Node.uuid)
+                               .where(Node.id.in_(ids[start:start + 1000])))
+        uuids.update((row.id, row.uuid) for row in rows)
+    return uuids
+
+
+def node_traits(session: Session, node_ids: set[int]) -> dict[int, list[str]]:
+    """``id -> traits`` for the given node ids (one query per 1000 nodes)."""
+    traits: dict[int, list[str]] = {node_id: [] for node_id in node_ids}
+    ids = sorted(node_ids)
+    # In chunks: [api]max_limit may exceed what a backend takes in one IN list.
+    for start in range(0, len(ids), 1000):
+        rows = session.execute(sa.select(NodeTrait.node_id, NodeTrait.trait)
+                               .where(NodeTrait.node_id.in_(ids[start:start + 1000])))
+        for node_id, trait in rows:
+            traits[node_id].append(trait)
+    return traits

@@ -13,26 +13,12 @@ from urllib.parse import urlencode
 import sqlalchemy as sa
 from flask import request
 
-from inspection.api.context import ctx
+from inspection.api.context import ctx, to_bool
 from inspection.api.errors import ApiError
 from inspection.api.versions import base_url
 from inspection.db.idents import canonical_uuid
 
-#: Ironic's spellings of booleans in query strings and request bodies.
-TRUE = frozenset({"1", "t", "true", "on", "y", "yes"})
-FALSE = frozenset({"0", "f", "false", "off", "n", "no"})
-ACCEPTED_BOOLEANS = ", ".join(f"'{v}'" for v in sorted(TRUE | FALSE))
 PAGE_ARGS = ("limit", "marker", "sort_key", "sort_dir")
-
-
-def to_bool(name: str, value: object) -> bool:
-    """``value`` as a boolean the way Ironic coerces it ("false" is False); 400 otherwise."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in TRUE | FALSE:
-        return value.strip().lower() in TRUE
-    raise ApiError(400, f"Invalid {name}: Unrecognized value {str(value)[:64]!r}, acceptable "
-                        f"values are: {ACCEPTED_BOOLEANS}")
 
 
 def check_args(allowed: Iterable[str]) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 
 import jsonpatch
 
+from inspection.api.context import to_bool
 from inspection.api.errors import ApiError
-from inspection.api.pagination import to_bool
 from inspection.db.idents import canonical_uuid
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
 

@@ -5,7 +5,7 @@ import uuid as uuidlib
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
 
-from inspection.api.context import ctx, json_body, json_object
+from inspection.api.context import ctx, json_body, json_object, to_bool
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, find_port, node_uuids
 from inspection.api.pagination import (
@@ -17,7 +17,6 @@ from inspection.api.pagination import (
     next_link,
     page_args,
     paginate,
-    to_bool,
     uuid_arg,
 )
 from inspection.api.patching import PORT_DEFAULTS, PORT_PATCHABLE, check_port

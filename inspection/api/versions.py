@@ -7,8 +7,9 @@ used is echoed in ``X-OpenStack-Ironic-API-Version``. openstacksdk (keystoneauth
 every microversioned call unless ``/`` and ``/v1`` carry ``min_version`` and ``version``.
 """
 
-from flask import Blueprint, Flask, Response, g, jsonify, request
+from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 
+from inspection.api.context import EXTENSION
 from inspection.api.errors import json_error
 
 bp = Blueprint("versions", __name__)
@@ -89,8 +90,10 @@ def install(app: Flask) -> None:
 
 
 def base_url() -> str:
-    """The URL this API is reached at (no trailing slash), for links."""
-    return request.host_url.rstrip("/")
+    """The URL this API is reached at (no trailing slash), for links: ``[api]public_endpoint``
+    or the request's own."""
+    conf = current_app.extensions[EXTENSION].conf
+    return (conf.api.public_endpoint or request.host_url).rstrip("/")
 
 
 def link(rel: str, path: str) -> dict:

@@ -17,11 +17,14 @@ NODE_FIELDS = ("uuid", "name", "driver", "driver_info", "driver_internal_info", 
                "extra", "instance_info", "provision_state", "target_provision_state",
                "inspect_interface", "reservation", "last_error", "maintenance",
                "inspection_started_at", "inspection_finished_at", "conductor_group",
-               "resource_class", "auto_discovered", "fault", "created_at", "updated_at")
+               "resource_class", "auto_discovered", "fault", "traits", "created_at",
+               "updated_at")
+#: Node fields that are no column of ``nodes``.
+COMPUTED_NODE_FIELDS = ("fault", "traits")
 #: What ``?fields=`` may name for nodes; ``links`` is always shown.
 NODE_FIELD_CHOICES = NODE_FIELDS
 PORT_FIELDS = ("uuid", "address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
-               "physical_network", "created_at", "updated_at")
+               "physical_network", "internal_info", "created_at", "updated_at")
 _DICT_FIELDS = ("driver_info", "driver_internal_info", "instance_info", "properties", "extra")
 
 
@@ -38,11 +41,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = None) -> dict:
-    """A node as the API shows it (``fields``, if given, instead of the brief or full set)."""
+def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = None,
+              traits: Sequence[str] = ()) -> dict:
+    """A node as the API shows it (``fields``, if given, instead of the brief or full set);
+    ``traits`` are the node's, read by the caller (a separate table)."""
     names = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
     # No node of this service ever has a fault (Ironic's power-sync and cleaning failures).
-    data = {name: None if name == "fault" else _plain(getattr(node, name)) for name in names}
+    computed = {"fault": None, "traits": sorted(traits)}
+    data = {name: computed[name] if name in computed else _plain(getattr(node, name))
+            for name in names}
     for name in _DICT_FIELDS:
         if name in data:
             data[name] = mask_secrets(data[name] or {})
@@ -65,10 +72,11 @@ def port_view(port: Port, node_uuid: str | None, fields: Sequence[str] | None = 
             "pxe_enabled": bool(port.pxe_enabled), "extra": port.extra or {},
             "local_link_connection": port.local_link_connection or {},
             "physical_network": port.physical_network,
+            "internal_info": port.internal_info or {},
             "created_at": port.created_at, "updated_at": port.updated_at}
     names = fields or PORT_FIELDS
     data = {name: _plain(full[name]) for name in names}
-    for name in ("extra", "local_link_connection"):
+    for name in ("extra", "local_link_connection", "internal_info"):
         if name in data:
             data[name] = mask_secrets(data[name])
     data["links"] = resource_links(f"ports/{port.uuid}")

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from inspection.db import migration
-from inspection.db.models import Node
+from inspection.db.models import Node, NodeTrait, Port
 from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import Api, api_conf, error_message, fault
 from tests.integration.node_factory import add_node
@@ -57,6 +57,19 @@ def test_version_documents_as_openstacksdk_needs_them(api):
     for doc in (root["default_version"], *root["versions"], api.client.get("/v1").json["version"]):
         assert doc["min_version"] == "1.1" and doc["version"] == "1.96"
         assert doc["links"] == [{"href": "http://localhost/v1/", "rel": "self"}]
+
+
+def test_public_endpoint_is_used_for_links(tmp_path, sqlite_url):
+    migration.upgrade(create_engine(sqlite_url))
+    api = Api(api_conf(tmp_path, sqlite_url,
+                       api={"public_endpoint": "https://bmaas.example.com:6385/"}))
+    try:
+        root = api.client.get("/").json
+        assert root["default_version"]["links"][0]["href"] == "https://bmaas.example.com:6385/v1/"
+        created = api.client.post("/v1/nodes", json={"driver": "ipmi"})
+        assert created.headers["Location"].startswith("https://bmaas.example.com:6385/v1/nodes/")
+    finally:
+        api.close()
 
 
 @pytest.mark.parametrize("headers, used", [
@@ -118,6 +131,25 @@ def test_timestamps_carry_their_zone(api):
     rule = api.client.post("/v1/inspection_rules", json={"actions": [
         {"op": "set-attribute", "args": {"path": "/extra/x", "value": 1}}]}).json
     assert rule["created_at"].endswith("+00:00")
+
+
+def test_traits_and_port_internal_info_are_shown(api):
+    node = _node(api, name="n1")
+    _node(api, name="n2")
+    assert api.client.post("/v1/ports", json={"address": "52:54:00:00:00:01",
+                                              "node_uuid": "n1"}).status_code == 201
+    with api.context.engine.begin() as conn:
+        node_id = conn.execute(sa.select(Node.id).where(Node.uuid == node["uuid"])).scalar()
+        conn.execute(sa.insert(NodeTrait), [{"node_id": node_id, "trait": t}
+                                            for t in ("CUSTOM_B", "CUSTOM_A")])
+        conn.execute(sa.update(Port).values(internal_info={"tenant_vif_port_id": "v1"}))
+    assert api.client.get("/v1/nodes/n1").json["traits"] == ["CUSTOM_A", "CUSTOM_B"]
+    detail = api.client.get("/v1/nodes/detail").json["nodes"]
+    assert [n["traits"] for n in detail] == [["CUSTOM_A", "CUSTOM_B"], []]
+    assert api.client.get("/v1/nodes?fields=traits").json["nodes"][0]["traits"] == \
+        ["CUSTOM_A", "CUSTOM_B"]
+    (port,) = api.client.get("/v1/ports").json["ports"]
+    assert port["internal_info"] == {"tenant_vif_port_id": "v1"}
 
 
 def test_fields_show_only_what_is_asked(api):
@@ -215,6 +247,13 @@ def test_pages_follow_next_links_in_every_sort_order(tmp_path, db_url):
         assert [n["name"] for n in items] == ["e", "d", "c", "b", "a", None, None]
         items, pages = _follow(api, "/v1/nodes/detail?sort_key=created_at&limit=3", "nodes")
         assert sorted(n["uuid"] for n in items) == sorted(created) and pages == 3
+        others = [add_node(engine, state="manageable")["uuid"] for _ in range(3)]
+        # Every page keeps the filter (Ironic 39's next links drop it: unfiltered pages).
+        items, pages = _follow(api, "/v1/nodes?provision_state=enroll&limit=2&fields=uuid",
+                               "nodes")
+        assert [n["uuid"] for n in items] == created and pages == 4
+        assert [n["uuid"] for n in _follow(api, "/v1/nodes?provision_state=manageable",
+                                           "nodes")[0]] == others
         first = api.client.get("/v1/nodes?limit=100").json
         assert len(first["nodes"]) == 4  # [api]max_limit caps the page
         assert first["next"].startswith("http://localhost/v1/nodes?")
