@@ -58,6 +58,8 @@ class Baremetal:
     bin_dir: Path
     server: Server
     home: Path
+    #: ``baremetal``, or ``openstack`` with ``baremetal`` as the first argument (OSC plugin).
+    command: str = "baremetal"
 
     def argv(self, *args: str) -> list[str]:
         """The command line: the issue's way of pointing the client at an endpoint."""
@@ -67,7 +69,7 @@ class Baremetal:
             user, password = self.server.auth
             auth = ["--os-auth-type", "http_basic", "--os-username", user,
                     "--os-password", password]
-        return [str(self.bin_dir / "baremetal"), *auth, "--os-endpoint", self.server.url,
+        return [str(self.bin_dir / self.command), *auth, "--os-endpoint", self.server.url,
                 *args]
 
     def run(self, *args: str) -> subprocess.CompletedProcess:

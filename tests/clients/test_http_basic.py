@@ -43,6 +43,11 @@ def test_baremetal_cli(bm, server, clients_bin, client_home):
     assert rule["uuid"] in {r["uuid"] for r in bm.json("inspection", "rule", "list")}
     bm.ok("inspection", "rule", "delete", rule["uuid"])
 
+    # The same through python-openstackclient's plugin: `openstack baremetal ...`.
+    osc = Baremetal(clients_bin, server, client_home, command="openstack")
+    shown = osc.json("baremetal", "node", "show", "basic-1")
+    assert shown["uuid"] == node["uuid"] and shown["provision_state"] == "manageable"
+
     denied = Baremetal(clients_bin, wrong_password(server), client_home)
     message = denied.fails("node", "list")
     assert "Authentication required" in message and "(HTTP 401)" in message
