@@ -136,21 +136,44 @@ class Sdk:
 
     def run(self, *calls: dict) -> SdkResult:
         """Run ``conn.baremetal.<op>(...)`` calls in one process (see sdk_script.py)."""
+        return self.start(*calls).result()
+
+    def start(self, *calls: dict) -> "SdkRun":
+        """Start the calls in a process of their own (e.g. a ``wait=True``); do not wait."""
         auth = None
         if self.server.auth is not None:
             auth = {"username": self.server.auth[0], "password": self.server.auth[1]}
         command = {"endpoint": self.server.url, "auth": auth, "calls": list(calls)}
-        proc = subprocess.run([str(self.bin_dir / "python"), str(HERE / "sdk_script.py")],
-                              input=json.dumps(command), capture_output=True, text=True,
-                              env=client_env(self.home), timeout=CLIENT_TIMEOUT)
-        assert proc.returncode == 0, proc.stderr
-        out = json.loads(proc.stdout)
-        return SdkResult(out["results"])
+        proc = subprocess.Popen([str(self.bin_dir / "python"), str(HERE / "sdk_script.py")],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=client_env(self.home))
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(command))
+        proc.stdin.close()
+        proc.stdin = None  # sent: communicate() must not touch it again
+        return SdkRun(proc)
 
     def call(self, op: str, *args: Any, **kwargs: Any) -> Any:
         """One call that must succeed; its value."""
         return self.run(call(op, *args, **kwargs)).ok()
 
+
+@dataclass
+class SdkRun:
+    """SDK calls running in a process of their own."""
+
+    proc: subprocess.Popen
+
+    def result(self) -> SdkResult:
+        """Wait for the process (killed if hung); what the calls returned."""
+        try:
+            out, err = self.proc.communicate(timeout=CLIENT_TIMEOUT)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        assert self.proc.returncode == 0, err
+        return SdkResult(json.loads(out)["results"])
 
 def call(op: str, *args: Any, **kwargs: Any) -> dict:
     """One SDK call for :meth:`Sdk.run`."""
