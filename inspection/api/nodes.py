@@ -29,6 +29,7 @@ from inspection.api.patching import (
     node_name_problems,
 )
 from inspection.api.patching import apply as apply_patch
+from inspection.api.versions import require
 from inspection.api.views import (
     BRIEF_NODE_FIELDS,
     COMPUTED_NODE_FIELDS,
@@ -57,6 +58,8 @@ _CREATE_FIELDS = {"uuid", *NODE_DICT_FIELDS, *NODE_STR_FIELDS}
 #: Filters of GET /v1/nodes (Ironic's, where this service holds the field, and ours).
 _FILTERS = ("provision_state", "driver", "maintenance", "resource_class", "conductor_group",
             "fault", "auto_discovered")
+#: The version at which Ironic added each provision verb served here (1.x).
+_VERB_VERSIONS = {"manage": 4, "inspect": 6, "abort": 13}
 #: Sort keys: Ironic refuses its JSON columns; so do we.
 _SORT_KEYS = {name: getattr(Node, name) for name in (
     "id", "uuid", "name", "driver", "provision_state", "target_provision_state", "maintenance",
@@ -284,6 +287,8 @@ def set_provision_state(node_ident: str) -> tuple[Response, int, dict]:
     """``{"target": "inspect" | "abort" | "manage"}``; 202 with the node."""
     body = json_object()
     target = body.get("target")
+    if isinstance(target, str) and target in _VERB_VERSIONS:  # 406 below Ironic's version
+        require(_VERB_VERSIONS[target], 406, "Request not acceptable.")
     c = ctx()
     if target == "inspect":
         inspect_control.start_inspection(c.engine, c.conf, node_ident, c.notifier)
@@ -302,6 +307,7 @@ def set_provision_state(node_ident: str) -> tuple[Response, int, dict]:
 @bp.get("/v1/nodes/<ident(\"detail\"):node_ident>/inventory")
 def node_inventory(node_ident: str) -> Response:
     """The inventory and plugin data stored by the last inspection (404 when none)."""
+    require(81, 404, "The API version does not allow node inventory")
     c = ctx()
     with c.session() as session:
         node = find_node(session, node_ident)

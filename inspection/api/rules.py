@@ -14,7 +14,7 @@ from inspection.api.pagination import (
     next_link,
     page_args,
 )
-from inspection.api.versions import resource_links
+from inspection.api.versions import require, resource_links
 from inspection.rules import OrmNode, Rule, interface_supported
 from inspection.rules.model import PHASES
 
@@ -26,6 +26,11 @@ RULE_FIELDS = ("uuid", "priority", "description", "scope", "sensitive", "phase",
 #: Sort keys of the list; without one, rules come in run order (phase, priority...).
 _SORT_KEYS = ("priority", "uuid", "phase", "description", "scope", "created_at",
               "updated_at")
+
+
+@bp.before_request
+def _rules_need_196() -> None:
+    require(96, 404, "The API version does not allow inspection rules")
 
 
 def rule_view(rule: Rule, detail: bool = True, fields: list[str] | None = None) -> dict:

@@ -10,7 +10,7 @@ every microversioned call unless ``/`` and ``/v1`` carry ``min_version`` and ``v
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 
 from inspection.api.context import EXTENSION
-from inspection.api.errors import json_error
+from inspection.api.errors import ApiError, json_error
 
 bp = Blueprint("versions", __name__)
 
@@ -73,8 +73,10 @@ def install(app: Flask) -> None:
 
     @app.before_request
     def negotiate():
+        text = requested_text(request.headers)
+        g.api_version_named = bool(text)
         try:
-            g.api_version = parse(requested_text(request.headers))
+            g.api_version = parse(text)
         except VersionNotAcceptable as exc:
             return json_error(406, str(exc))
         return None
@@ -87,6 +89,16 @@ def install(app: Flask) -> None:
         if version is not None:
             response.headers[HEADER] = _text(version)
         return response
+
+
+def require(minor: int, status: int, message: str) -> None:
+    """Refuse, as Ironic does, a request that names a version older than ``1.<minor>``.
+
+    A request naming none is served whatever it asks (Ironic would take it as 1.1): IPA and
+    our own CLI send no version.
+    """
+    if g.get("api_version_named") and g.api_version < (MIN_VERSION[0], minor):
+        raise ApiError(status, message)
 
 
 def base_url() -> str:

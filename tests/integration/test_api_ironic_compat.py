@@ -94,6 +94,22 @@ def test_versions_out_of_range_get_406_with_the_range(api, value, words):
     assert V not in resp.headers
 
 
+def test_resources_newer_than_a_named_version_are_refused_as_ironic_does(api):
+    _node(api, name="n1")
+    old = {V: "1.50"}
+    rules = api.client.get("/v1/inspection_rules", headers=old)
+    assert rules.status_code == 404 and "does not allow inspection rules" in error_message(rules)
+    assert api.client.get("/v1/inspection_rules", headers={V: "1.96"}).status_code == 200
+    assert api.client.get("/v1/inspection_rules").status_code == 200  # none named: served
+    inventory = api.client.get("/v1/nodes/n1/inventory", headers={V: "1.80"})
+    assert inventory.status_code == 404 and "inventory" in error_message(inventory)
+    manage = api.client.put("/v1/nodes/n1/states/provision", json={"target": "manage"},
+                            headers={V: "1.3"})
+    assert manage.status_code == 406
+    assert api.client.put("/v1/nodes/n1/states/provision", json={"target": "manage"},
+                          headers={V: "1.4"}).status_code == 202
+
+
 def test_every_answer_carries_the_version_headers(api):
     for resp in (api.client.get("/v1/nodes/nosuch"), api.client.delete("/v1/openapi.json"),
                  api.client.get("/nowhere"), api.client.post("/v1/nodes", json={})):
