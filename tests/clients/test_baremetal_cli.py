@@ -95,6 +95,9 @@ def test_version_negotiation(bm):
     assert "Supported version range is 1.1 to 1." in refused
     maximum = refused.rsplit("to 1.", 1)[1].split()[0]
     assert int(maximum) >= 96, refused  # inspection rules need 1.96 in the clients
+    # A version older than the resource gets Ironic's answer.
+    too_old = bm.fails("--os-baremetal-api-version", "1.50", "inspection", "rule", "list")
+    assert "The API version does not allow inspection rules (HTTP 404)" in too_old
 
 
 def test_node_crud_and_patch(bm):
