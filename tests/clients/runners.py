@@ -86,7 +86,7 @@ class Baremetal:
         """Run a command that must succeed; its stdout."""
         proc = self.run(*args)
         if proc.returncode != 0:
-            raise ClientFailed(f"baremetal {' '.join(args)} exited {proc.returncode}:\n"
+            raise ClientFailed(f"{self.command} {' '.join(args)} exited {proc.returncode}:\n"
                                f"{proc.stderr}{proc.stdout}")
         return proc.stdout
 
@@ -174,6 +174,7 @@ class SdkRun:
                 self.proc.wait()
         assert self.proc.returncode == 0, err
         return SdkResult(json.loads(out)["results"])
+
 
 def call(op: str, *args: Any, **kwargs: Any) -> dict:
     """One SDK call for :meth:`Sdk.run`."""

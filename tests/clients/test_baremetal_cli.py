@@ -43,10 +43,8 @@ def sdk(clients_bin, server, client_home):
 
 @pytest.fixture(scope="module")
 def fleet(sdk):
-    """Nodes that differ in every attribute the filters look at (name -> node).
-
-    Made with openstacksdk in one process: ten ``baremetal`` processes would cost ~15 s.
-    """
+    """Nodes that differ in every attribute the filters look at (name -> node)."""
+    # Made with openstacksdk in one process: eleven `baremetal` processes would cost ~15 s.
     specs = {"fleet-a": ("fake-hardware", "rc-big", "rack1"),
              "fleet-b": ("fake-hardware", "rc-big", "rack2"),
              "fleet-c": ("fake-hardware", "rc-big", ""),
