@@ -13,6 +13,9 @@ import pytest
 from tests.clients.conftest import MAX_LIMIT
 from tests.clients.runners import Baremetal, Ipa, Sdk, call, machine, wait_for
 
+# Every test runs real client processes (about a second of imports each).
+pytestmark = pytest.mark.slow
+
 MISSING = "00000000-0000-4000-8000-00000000dead"
 
 

@@ -7,6 +7,9 @@ import pytest
 
 from tests.clients.runners import Baremetal, Ipa, Sdk, call, machine, wait_for
 
+# Every test runs real client processes (about a second of imports each).
+pytestmark = pytest.mark.slow
+
 ACTIONS = [{"op": "set-attribute", "args": ["/extra/basic", "yes"]}]
 
 

@@ -8,6 +8,9 @@ import pytest
 
 from tests.clients.runners import Ipa, Sdk, call, machine
 
+# Every test runs real client processes (about a second of imports each).
+pytestmark = pytest.mark.slow
+
 BMC = "192.0.2.99"
 #: An InfiniBand NIC: IPA reports its 20-byte hardware address, which is no usable MAC.
 IB_ADDRESS = "a0:00:02:20:fe:80:00:00:00:00:00:00:00:02:c9:03:00:0b:a1:b1"
