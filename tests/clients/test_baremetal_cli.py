@@ -5,6 +5,7 @@ list crosses pages. Every filter is checked against the full list: the filtered 
 exactly the matching nodes, and a strict subset, so an ignored filter fails.
 """
 
+import datetime
 import json
 import uuid
 
@@ -121,6 +122,8 @@ def test_node_crud_and_patch(bm):
     assert shown["name"] == "crud-renamed" and shown["resource_class"] == "rc-crud-2"
     assert shown["extra"] == {"owner": "team-a"} and shown["properties"] == {"cpus": 8}
     assert shown["driver_info"] == {"ipmi_address": "192.0.2.50", "ipmi_password": "******"}
+    for stamp in (shown["created_at"], shown["updated_at"]):  # with a timezone, as Ironic's
+        assert datetime.datetime.fromisoformat(stamp).utcoffset() == datetime.timedelta(0)
 
     fields = bm.json("node", "show", node["uuid"], "--fields", "uuid", "name")
     assert set(fields) == {"uuid", "name"}, fields

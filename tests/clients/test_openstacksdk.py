@@ -4,6 +4,8 @@ Calls are batched into few SDK processes (each costs about a second of imports);
 result is what the SDK hands its caller, and ``requests`` is what it sent.
 """
 
+import datetime
+
 import pytest
 
 from tests.clients.conftest import MAX_LIMIT
@@ -86,6 +88,8 @@ def test_node_crud_and_patch(sdk):
     assert result.ok(1)["id"] == created["id"]
     assert result.ok(1)["driver_info"]["ipmi_password"] == "******"
     assert result.ok(2)["extra"] == {"rack": "r2", "row": "7"}
+    stamp = datetime.datetime.fromisoformat(result.ok(2)["updated_at"])
+    assert stamp.utcoffset() == datetime.timedelta(0)
     patched = result.ok(3)
     assert patched["properties"] == {"cpus": 4, "memory_mb": 4096}
     assert patched["extra"] == {"rack": "r2"}
