@@ -67,7 +67,7 @@ def test_version_discovery(sdk, server):
     assert ["GET", server.url] in result.requests()
 
 
-def test_node_crud_and_patch(sdk):
+def test_node_crud_and_patch(sdk, server):
     result = sdk.run(
         call("create_node", name="sdk-crud", driver="fake-hardware",
              properties={"cpus": 4}, extra={"rack": "r1"},
@@ -86,6 +86,8 @@ def test_node_crud_and_patch(sdk):
     created = result.ok(0)
     assert created["provision_state"] == "enroll" and created["driver"] == "fake-hardware"
     assert result.ok(1)["id"] == created["id"]
+    self_link = [link["href"] for link in result.ok(1)["links"] if link["rel"] == "self"]
+    assert self_link == [f"{server.url}/v1/nodes/{created['id']}"]
     assert result.ok(1)["driver_info"]["ipmi_password"] == "******"
     assert result.ok(2)["extra"] == {"rack": "r2", "row": "7"}
     stamp = datetime.datetime.fromisoformat(result.ok(2)["updated_at"])
