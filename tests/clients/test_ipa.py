@@ -6,7 +6,7 @@ The payload is built by IPA 13's ``default`` collector from IPA's hardware data 
 
 import pytest
 
-from tests.clients.runners import Ipa, Sdk, call, machine
+from tests.clients.runners import Ipa, Sdk, call, machine, wait_for
 
 # Every test runs real client processes (about a second of imports each).
 pytestmark = pytest.mark.slow
@@ -69,11 +69,15 @@ def test_unknown_machine_is_discovered(sdk, ipa, server):
     posted = ipa.inspect(machine([mac(0x10), mac(0x11)], bmc="192.0.2.97", serial="SN-NEW"))
     assert posted["error"] is None, posted["error"]
     uuid = posted["uuid"]
-    result = sdk.run(call("wait_for_nodes_provision_state", [uuid], "enroll", timeout=30),
-                     call("ports", node_id=uuid, details=True))
+    # Processing goes on after the 202: it is done once the inventory is stored.
+    wait_for(lambda: server.http("GET", f"/v1/nodes/{uuid}/inventory").ok, what="inventory")
+    result = sdk.run(call("get_node", uuid), call("ports", node_id=uuid, details=True),
+                     call("get_node_inventory", uuid))
+    assert result.ok(0)["provision_state"] == "enroll" and result.ok(0)["last_error"] is None
     assert sorted(p["address"] for p in result.ok(1)) == [mac(0x10), mac(0x11)]
-    shown = server.http("GET", f"/v1/nodes/{uuid}").json()
-    assert shown["auto_discovered"] is True and shown["provision_state"] == "enroll"
+    assert result.ok(2)["inventory"] == posted["sent"]["inventory"]
+    # auto_discovered is ours: the SDK has no attribute for it.
+    assert server.http("GET", f"/v1/nodes/{uuid}").json()["auto_discovered"] is True
 
 
 def test_machine_not_waiting_gets_the_generic_404(sdk, ipa):
