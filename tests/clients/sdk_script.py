@@ -1,7 +1,8 @@
 """Run openstacksdk baremetal calls; run by the clients venv's python, never imported by ours.
 
 stdin: ``{"endpoint": URL, "auth": null | {"username", "password"}, "calls": [{"op": name,
-"args": [...], "kwargs": {...}}, ...]}``; ``op`` is a method of ``conn.baremetal``.
+"args": [...], "kwargs": {...}}, ...]}``; ``op`` is a method of ``conn.baremetal``, or
+``endpoint_data``: the microversions discovery found.
 stdout: ``{"results": [{"ok": value} | {"error": {"type", "message", "status"}}, ...]}``, each
 result with ``"requests": [[method, url], ...]``: what a user of the SDK sees, and what it sent.
 """
@@ -62,8 +63,9 @@ def main() -> None:
         try:
             if call["op"] == "endpoint_data":  # what version discovery found
                 data = conn.baremetal.get_endpoint_data()
-                result = {"ok": {"min_microversion": str(data.min_microversion),
-                                 "max_microversion": str(data.max_microversion)}}
+                low, high = data.min_microversion, data.max_microversion
+                result = {"ok": {"min_microversion": f"{low[0]}.{low[1]}",
+                                 "max_microversion": f"{high[0]}.{high[1]}"}}
             else:
                 value = getattr(conn.baremetal, call["op"])(*call.get("args", []),
                                                             **call.get("kwargs", {}))

@@ -61,8 +61,8 @@ def test_version_discovery(sdk, server):
     result = sdk.run(call("endpoint_data"))
     found = result.ok()
     # The SDK refuses microversioned calls unless discovery finds this range.
-    minimum = tuple(int(x) for x in found["min_microversion"].strip("()").split(","))
-    maximum = tuple(int(x) for x in found["max_microversion"].strip("()").split(","))
+    minimum = tuple(int(x) for x in found["min_microversion"].split("."))
+    maximum = tuple(int(x) for x in found["max_microversion"].split("."))
     assert minimum <= (1, 4) and maximum >= (1, 96), found
     assert ["GET", server.url] in result.requests()
 
