@@ -172,6 +172,15 @@ def test_node_list_filters(bm, everything, option, predicate):
     assert_filtered(bm.json("node", "list", "--limit", "0", *option), everything, predicate)
 
 
+@pytest.mark.parametrize("command", [["node", "list", "--owner", "team-a"],
+                                     ["port", "list", "--port-group", MISSING]],
+                         ids=["owner", "port-group"])
+def test_filters_we_cannot_answer_are_refused(bm, command):
+    # We store no owner nor port groups: an answer would ignore the filter.
+    refused = bm.fails(*command)
+    assert "Unexpected arguments: " in refused and "(HTTP 400)" in refused
+
+
 def test_node_list_filter_nothing_matches(bm, everything):
     # No node here has a fault (only conductors set one): the right answer is empty.
     assert everything and bm.json("node", "list", "--limit", "0", "--fault",
