@@ -133,6 +133,8 @@ class Sdk:
     bin_dir: Path
     server: Server
     home: Path
+    #: Connect through this cloud of ``$HOME/.config/openstack/clouds.yaml`` (written here).
+    cloud: str | None = None
 
     def run(self, *calls: dict) -> SdkResult:
         """Run ``conn.baremetal.<op>(...)`` calls in one process (see sdk_script.py)."""
@@ -143,7 +145,10 @@ class Sdk:
         auth = None
         if self.server.auth is not None:
             auth = {"username": self.server.auth[0], "password": self.server.auth[1]}
-        command = {"endpoint": self.server.url, "auth": auth, "calls": list(calls)}
+        if self.cloud is not None:
+            self.write_clouds_yaml(auth)
+        command = {"endpoint": self.server.url, "auth": auth, "cloud": self.cloud,
+                   "calls": list(calls)}
         proc = subprocess.Popen([str(self.bin_dir / "python"), str(HERE / "sdk_script.py")],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=client_env(self.home))
@@ -156,6 +161,16 @@ class Sdk:
     def call(self, op: str, *args: Any, **kwargs: Any) -> Any:
         """One call that must succeed; its value."""
         return self.run(call(op, *args, **kwargs)).ok()
+
+    def write_clouds_yaml(self, auth: dict | None) -> None:
+        """The cloud as docs/cli.md shows it (JSON is valid YAML)."""
+        cloud: dict[str, Any] = {"auth_type": "none",
+                                 "baremetal_endpoint_override": self.server.url}
+        if auth is not None:
+            cloud.update(auth_type="http_basic", auth={**auth, "endpoint": self.server.url})
+        path = self.home / ".config" / "openstack" / "clouds.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"clouds": {self.cloud: cloud}}))
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Run openstacksdk baremetal calls; run by the clients venv's python, never imported by ours.
 
-stdin: ``{"endpoint": URL, "auth": null | {"username", "password"}, "calls": [{"op": name,
+stdin: ``{"endpoint": URL, "auth": null | {"username", "password"}, "cloud": null | name,
+"calls": [{"op": name,
 "args": [...], "kwargs": {...}}, ...]}``; ``op`` is a method of ``conn.baremetal``, or
 ``endpoint_data``: the microversions discovery found.
 stdout: ``{"results": [{"ok": value} | {"error": {"type", "message", "status"}}, ...]}``, each
@@ -43,8 +44,11 @@ def _plain(value):
     return value
 
 
-def connect(endpoint: str, auth: dict | None) -> openstack.connection.Connection:
+def connect(endpoint: str, auth: dict | None, cloud: str | None,
+            ) -> openstack.connection.Connection:
     """A connection the way the issue's users make one: no Keystone, endpoint override."""
+    if cloud is not None:  # from clouds.yaml, as Ansible's openstack.cloud modules connect
+        return openstack.connect(cloud=cloud)
     if auth is None:
         return openstack.connect(auth_type="none", baremetal_endpoint_override=endpoint)
     return openstack.connect(auth_type="http_basic",
@@ -56,7 +60,7 @@ def connect(endpoint: str, auth: dict | None) -> openstack.connection.Connection
 def main() -> None:
     command = json.load(sys.stdin)
     _record_requests()
-    conn = connect(command["endpoint"], command.get("auth"))
+    conn = connect(command["endpoint"], command.get("auth"), command.get("cloud"))
     results: list[dict] = []
     for call in command["calls"]:
         del SENT[:]

@@ -73,6 +73,11 @@ def test_openstacksdk(sdk, server, clients_bin, client_home):
     error = Sdk(clients_bin, wrong_password(server), client_home).run(call("nodes")).error()
     assert error["status"] == 401 and "Authentication required" in error["message"]
 
+    # The same cloud from clouds.yaml, the way Ansible's openstack.cloud modules connect.
+    from_yaml = Sdk(clients_bin, server, client_home, cloud="inspection").run(
+        call("get_node", "basic-sdk"))
+    assert from_yaml.ok()["provision_state"] == "manageable"
+
 
 def test_ramdisk_needs_no_credentials(sdk, server, clients_bin, client_home):
     node = sdk.call("create_node", name="basic-ipa", driver="fake-hardware")
