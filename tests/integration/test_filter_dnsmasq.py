@@ -248,7 +248,9 @@ def test_replaced_hostsdir_is_restored_and_dnsmasq_restarted(tmp_path, db, hosts
         daemon.wait_ready(20)
         dhcp_client.await_offer(ALLOWED, offered=True, within=3)
         os.rename(hostsdir, tmp_path / "old-hostsdir")
-        hostsdir.mkdir()  # an empty directory would serve everyone
+        # An empty directory would serve everyone; the daemon, which checks every second,
+        # may have put one there already, which is the same case to handle.
+        hostsdir.mkdir(exist_ok=True)
         daemon.wait_log("dnsmasq restarted on the restored hostsdir")
         assert "CRITICAL pxe_filter.daemon: The hostsdir" in daemon.log_text()
         assert (hostsdir / DENIED).read_text() == f"{DENIED},ignore\n"
