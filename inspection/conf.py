@@ -105,9 +105,10 @@ api_opts = [
                     "after which its logins are refused (429) until the window passes."),
     cfg.IntOpt("auth_failure_window", default=60, min=1,
                help="Seconds over which failed logins are counted per client address."),
-    cfg.IntOpt("auth_concurrency", default=2, min=1,
+    cfg.IntOpt("auth_concurrency", min=1, sample_default="half the CPUs, at least 1",
                help="Password checks (bcrypt) run at once; more get 429 at once, so that "
-                    "guessers never hold the threads the ramdisk callback needs."),
+                    "guessers never hold the threads, nor the CPUs, the ramdisk callback "
+                    "needs. Unset: half the CPUs, at least 1."),
     cfg.IntOpt("threads", default=8, min=1,
                help="Request threads of the WSGI server."),
     cfg.IntOpt("connection_limit", default=1000, min=10,

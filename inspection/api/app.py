@@ -20,7 +20,7 @@ from inspection.api import (
     rules,
     versions,
 )
-from inspection.api.auth import REALM, BasicAuth, Throttled
+from inspection.api.auth import REALM, BasicAuth, Throttled, default_concurrency
 from inspection.api.context import EXTENSION, ApiContext
 from inspection.api.dispatch import InProcessDispatcher, RpcDispatcher
 from pxe_filter.broadcast import FilterNotifier
@@ -53,7 +53,7 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
     checker = BasicAuth(conf.api.http_basic_auth_user_file,
                         max_failures=conf.api.auth_max_failures,
                         failure_window=conf.api.auth_failure_window,
-                        concurrency=conf.api.auth_concurrency)
+                        concurrency=conf.api.auth_concurrency or default_concurrency())
 
     @app.before_request
     def authenticate():

@@ -39,6 +39,12 @@ class Throttled(Exception):
         self.retry_after = retry_after
 
 
+def default_concurrency() -> int:
+    """Password checks at once when unconfigured: half the CPUs, so that bcrypt (which
+    releases the GIL) always leaves CPU time to the other requests."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 class HtpasswdError(Exception):
     """The htpasswd file cannot be used; the message names the file and the problem."""
 
