@@ -11,41 +11,22 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from inspection.db import migration
-from inspection.db.models import Node, Port
+from inspection.db.models import Port
 from pxe_filter.common.database import create_engine
 from tests.support import netns
 from tests.support.daemon import filter_command, start_filter, write_config
+from tests.support.filter_nodes import add_node, set_state
 
 pytestmark = pytest.mark.netns
 pytest_plugins = ["tests.support.dhcp_fixtures"]
 
 ALLOWED, DENIED, UNKNOWN = "52:54:00:dd:00:01", "52:54:00:dd:00:02", "52:54:00:dd:00:03"
-
-
-def add_node(url: str, state: str, macs: list[str]) -> int:
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        node = conn.execute(sa.insert(Node).values(
-            uuid=str(uuid.uuid4()), provision_state=state, inspect_interface="agent",
-            conductor_group="")).inserted_primary_key[0]
-        conn.execute(sa.insert(Port), [{"uuid": str(uuid.uuid4()), "address": mac,
-                                        "node_id": node} for mac in macs])
-    engine.dispose()
-    return node
-
-
-def set_state(url: str, node: int, state: str) -> None:
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(sa.update(Node).where(Node.id == node).values(provision_state=state))
-    engine.dispose()
 
 
 @pytest.fixture

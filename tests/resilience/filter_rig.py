@@ -8,13 +8,9 @@ syncs every second. Offers are judged by real DHCPDISCOVERs (tests.support.dhcp_
 import json
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
-import sqlalchemy as sa
-
 from inspection.db import migration
-from inspection.db.models import Node, Port
 from pxe_filter.common.database import create_engine
 from tests.support import netns
 from tests.support.daemon import FilterProcess, filter_command, start_filter, write_config
@@ -27,27 +23,6 @@ def migrate(url: str) -> str:
     migration.upgrade(engine)
     engine.dispose()
     return url
-
-
-def add_node(url: str, state: str, macs: list[str]) -> int:
-    """A node in ``state`` (agent inspection) with one port per MAC; its id."""
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        node = conn.execute(sa.insert(Node).values(
-            uuid=str(uuid.uuid4()), provision_state=state, inspect_interface="agent",
-            conductor_group="")).inserted_primary_key[0]
-        conn.execute(sa.insert(Port), [{"uuid": str(uuid.uuid4()), "address": mac,
-                                        "node_id": node} for mac in macs])
-    engine.dispose()
-    return node
-
-
-def set_state(url: str, node: int, state: str) -> None:
-    """Move ``node`` to ``state``, as Ironic would."""
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(sa.update(Node).where(Node.id == node).values(provision_state=state))
-    engine.dispose()
 
 
 def start(tmp_path: Path, db: str, hostsdir: Path, pair: netns.NetnsPair,

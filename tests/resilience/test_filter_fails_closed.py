@@ -18,6 +18,7 @@ import pytest
 from tests.resilience import filter_rig as rig
 from tests.support import files, services
 from tests.support.daemon import start_filter
+from tests.support.filter_nodes import add_node, set_state
 
 pytestmark = pytest.mark.netns
 pytest_plugins = ["tests.support.dhcp_fixtures"]
@@ -85,14 +86,14 @@ def exchange(a: Path, b: Path) -> None:
 def db(sqlite_url):
     """WAITING's node and VICTIM's node on inspection: both served, unknown MACs too."""
     rig.migrate(sqlite_url)
-    rig.add_node(sqlite_url, "inspect wait", [WAITING])
+    add_node(sqlite_url, "inspect wait", [WAITING])
     return sqlite_url
 
 
 def served_while_faulty(db, victim, dhcp_client) -> dict[str, float]:
     """Close VICTIM and create NEWPORT in the database; seconds each MAC was served."""
-    rig.set_state(db, victim, "manageable")
-    rig.add_node(db, "manageable", [NEWPORT])
+    set_state(db, victim, "manageable")
+    add_node(db, "manageable", [NEWPORT])
     time.sleep(SETTLE)
     served = rig.served_during(dhcp_client, [VICTIM, NEWPORT, UNKNOWN, WAITING], WINDOW)
     print(f"served during {WINDOW} s of fault: {served}")
@@ -101,7 +102,7 @@ def served_while_faulty(db, victim, dhcp_client) -> dict[str, float]:
 
 def start_with_victim(tmp_path, db, hostsdir, netns_pair, dhcp_client):
     """VICTIM's node on inspection, the daemon and its dnsmasq: (daemon, VICTIM's node)."""
-    victim = rig.add_node(db, "inspect wait", [VICTIM])
+    victim = add_node(db, "inspect wait", [VICTIM])
     daemon = rig.start(tmp_path, db, hostsdir, netns_pair)
     dhcp_client.await_offer(WAITING, offered=True, within=5)
     assert dhcp_client.discover(VICTIM) is not None
@@ -211,14 +212,14 @@ def test_squatting_directories_are_denied_through_the_wildcard(tmp_path, db, net
 def test_without_control_an_unenforceable_denial_exits_1(tmp_path, db):
     """No [dnsmasq]control to stop dnsmasq: the daemon exits 1 (systemd's BindsTo= then
     stops dnsmasq) and the state file says why."""
-    victim = rig.add_node(db, "inspect wait", [VICTIM])
+    victim = add_node(db, "inspect wait", [VICTIM])
     hostsdir = tmp_path / "hostsdir"
     hostsdir.mkdir()
     daemon = start_filter(tmp_path, db, hostsdir, extra_conf={"pxe_filter": {"sync_period": 1}})
     try:
         daemon.wait_ready(30)
         chattr("+i", hostsdir / VICTIM)
-        rig.set_state(db, victim, "manageable")
+        set_state(db, victim, "manageable")
         assert daemon.wait(10) == 1, daemon.log_text()
         log = daemon.log_text()
         assert f"CRITICAL pxe_filter: cannot deny {VICTIM} (Operation not permitted)" in log

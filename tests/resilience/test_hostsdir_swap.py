@@ -15,6 +15,7 @@ import pytest
 from tests.resilience import filter_rig as rig
 from tests.support import files, services
 from tests.support.daemon import start_filter
+from tests.support.filter_nodes import add_node
 
 pytest_plugins = ["tests.support.dhcp_fixtures"]
 
@@ -32,8 +33,8 @@ def exchange(a, b) -> None:
 @pytest.fixture
 def db(sqlite_url):
     rig.migrate(sqlite_url)
-    rig.add_node(sqlite_url, "inspect wait", [ALLOWED])
-    rig.add_node(sqlite_url, "manageable", [DENIED])
+    add_node(sqlite_url, "inspect wait", [ALLOWED])
+    add_node(sqlite_url, "manageable", [DENIED])
     return sqlite_url
 
 
