@@ -59,6 +59,11 @@ class Node(TimestampMixin, Base):
         UniqueConstraint("name", name="uniq_nodes0name"),
         Index("provision_state_idx", "provision_state"),
         Index("reservation_idx", "reservation"),
+        Index("owner_idx", "owner"),
+        Index("lessee_idx", "lessee"),
+        Index("conductor_group_idx", "conductor_group"),
+        Index("shard_idx", "shard"),
+        Index("parent_node_idx", "parent_node"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -85,6 +90,41 @@ class Node(TimestampMixin, Base):
     resource_class: Mapped[str | None] = mapped_column(String(80))
     auto_discovered: Mapped[bool] = mapped_column(Boolean, default=False, nullable=True,
                                                   server_default=false())
+    # Ironic's node fields that operators set and clients show (migration 0003).
+    instance_uuid: Mapped[str | None] = mapped_column(String(36))
+    power_state: Mapped[str | None] = mapped_column(String(15))
+    target_power_state: Mapped[str | None] = mapped_column(String(15))
+    maintenance_reason: Mapped[str | None] = mapped_column(Text)
+    fault: Mapped[str | None] = mapped_column(String(255))
+    protected: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False,
+                                            server_default=false())
+    protected_reason: Mapped[str | None] = mapped_column(Text)
+    retired: Mapped[bool | None] = mapped_column(Boolean, default=False,
+                                                 server_default=false())
+    retired_reason: Mapped[str | None] = mapped_column(Text)
+    owner: Mapped[str | None] = mapped_column(String(255))
+    lessee: Mapped[str | None] = mapped_column(String(255))
+    description: Mapped[str | None] = mapped_column(Text)
+    shard: Mapped[str | None] = mapped_column(String(255))
+    parent_node: Mapped[str | None] = mapped_column(String(36))
+    network_data: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict, nullable=True)
+    boot_mode: Mapped[str | None] = mapped_column(String(16))
+    secure_boot: Mapped[bool | None] = mapped_column(Boolean)
+    automated_clean: Mapped[bool | None] = mapped_column(Boolean)
+    disable_power_off: Mapped[bool | None] = mapped_column(Boolean, default=False,
+                                                           server_default=false())
+    bios_interface: Mapped[str | None] = mapped_column(String(255))
+    boot_interface: Mapped[str | None] = mapped_column(String(255))
+    console_interface: Mapped[str | None] = mapped_column(String(255))
+    deploy_interface: Mapped[str | None] = mapped_column(String(255))
+    firmware_interface: Mapped[str | None] = mapped_column(String(255))
+    management_interface: Mapped[str | None] = mapped_column(String(255))
+    network_interface: Mapped[str | None] = mapped_column(String(255))
+    power_interface: Mapped[str | None] = mapped_column(String(255))
+    raid_interface: Mapped[str | None] = mapped_column(String(255))
+    rescue_interface: Mapped[str | None] = mapped_column(String(255))
+    storage_interface: Mapped[str | None] = mapped_column(String(255))
+    vendor_interface: Mapped[str | None] = mapped_column(String(255))
 
     ports: Mapped[list["Port"]] = relationship(back_populates="node", lazy="raise",
                                                cascade="all, delete-orphan",
