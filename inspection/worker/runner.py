@@ -54,11 +54,6 @@ class CallbackRunner:
         self._workers: list[threading.Thread] = []
         self._housekeepers: list[threading.Thread] = []
 
-    @property
-    def busy(self) -> int:
-        """Callbacks being processed by this process right now."""
-        return self._busy
-
     def start(self) -> None:
         """Register (taking back this host's work left by a crash), then start the threads;
         :class:`DatabaseError` if the database refuses."""
