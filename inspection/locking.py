@@ -7,6 +7,8 @@ it; cleared the same way when done. A node reserved by someone else raises
 """
 
 import logging
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -27,6 +29,24 @@ _nodes = Node.__table__
 # Taking or dropping a reservation is no change of the node: keep updated_at as it was
 # (the column's onupdate would otherwise bump it).
 _KEEP_UPDATED_AT = {"updated_at": _nodes.c.updated_at}
+
+# (host, node id) of the reservations some code of this process holds or is taking right
+# now: a reservation of the host in the database that is not here is a leftover (a failed
+# release, an acquire whose commit failed after all) for release_unheld() to clear.
+_held: Counter[tuple[str, int]] = Counter()
+_held_lock = threading.Lock()
+
+
+def _hold(host: str, node_id: int) -> None:
+    with _held_lock:
+        _held[(host, node_id)] += 1
+
+
+def _unhold(host: str, node_id: int) -> None:
+    with _held_lock:
+        _held[(host, node_id)] -= 1
+        if _held[(host, node_id)] <= 0:
+            del _held[(host, node_id)]
 
 
 def _limit_row_lock_wait(conn: Connection, seconds: float) -> None:
@@ -51,24 +71,16 @@ def is_lock_conflict(exc: sa.exc.DBAPIError) -> bool:
 def acquire(engine: Engine, node_id: int, host: str,
             lock_timeout: float = ROW_LOCK_TIMEOUT) -> None:
     """Reserve node ``node_id`` for ``host``; :class:`NodeLocked` if someone else holds it."""
+    _hold(host, node_id)  # before the UPDATE, so release_unheld() never sees it unheld
     try:
-        with engine.begin() as conn:
-            _limit_row_lock_wait(conn, lock_timeout)
-            result = conn.execute(
-                sa.update(_nodes)
-                .where(_nodes.c.id == node_id, _nodes.c.reservation.is_(None))
-                .values(reservation=host, **_KEEP_UPDATED_AT))
-            acquired = result.rowcount == 1
-    except sa.exc.OperationalError as exc:
-        if not is_lock_conflict(exc):
-            raise
-        # Someone is busy with this row right now.
-        LOG.info("Node %s: reservation attempt timed out (%s)", node_id,
-                 str(exc.orig or exc).strip().splitlines()[0])
-        raise NodeLocked(node_id) from None
+        acquired = _try_acquire(engine, node_id, host, lock_timeout)
+    except BaseException:
+        _unhold(host, node_id)
+        raise
     if acquired:
         LOG.debug("Node %s reserved by %s", node_id, host)
         return
+    _unhold(host, node_id)
     with engine.connect() as conn:
         row = conn.execute(sa.select(_nodes.c.uuid, _nodes.c.reservation)
                            .where(_nodes.c.id == node_id)).first()
@@ -78,12 +90,37 @@ def acquire(engine: Engine, node_id: int, host: str,
     raise NodeLocked(node_id, row.reservation)
 
 
+def _try_acquire(engine: Engine, node_id: int, host: str, lock_timeout: float) -> bool:
+    try:
+        with engine.begin() as conn:
+            _limit_row_lock_wait(conn, lock_timeout)
+            result = conn.execute(
+                sa.update(_nodes)
+                .where(_nodes.c.id == node_id, _nodes.c.reservation.is_(None))
+                .values(reservation=host, **_KEEP_UPDATED_AT))
+            return result.rowcount == 1
+    except sa.exc.OperationalError as exc:
+        if not is_lock_conflict(exc):
+            raise
+        # Someone is busy with this row right now.
+        LOG.info("Node %s: reservation attempt timed out (%s)", node_id,
+                 str(exc.orig or exc).strip().splitlines()[0])
+        raise NodeLocked(node_id) from None
+
+
 def release(engine: Engine, node_id: int, host: str) -> bool:
-    """Clear ``host``'s reservation of the node; False if ``host`` did not hold it."""
-    with engine.begin() as conn:
-        result = conn.execute(
-            sa.update(_nodes).where(_nodes.c.id == node_id, _nodes.c.reservation == host)
-            .values(reservation=None, **_KEEP_UPDATED_AT))
+    """Clear ``host``'s reservation of the node; False if ``host`` did not hold it.
+
+    If the database refuses, the error is raised and the reservation is a leftover that the
+    housekeeping of a processing process clears (:func:`release_unheld`).
+    """
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(
+                sa.update(_nodes).where(_nodes.c.id == node_id, _nodes.c.reservation == host)
+                .values(reservation=None, **_KEEP_UPDATED_AT))
+    finally:
+        _unhold(host, node_id)
     if result.rowcount != 1:
         LOG.warning("Node %s was not reserved by %s any more when releasing it", node_id, host)
         return False
@@ -114,13 +151,32 @@ def reserved(engine: Engine, node_id: int, host: str,
         release(engine, node_id, host)
 
 
-def clear_stale(engine: Engine, host: str) -> int:
-    """Drop every reservation held by ``host`` (call at start-up: a crash left them behind)."""
-    with engine.begin() as conn:
-        count = conn.execute(sa.update(_nodes).where(_nodes.c.reservation == host)
-                             .values(reservation=None, **_KEEP_UPDATED_AT)).rowcount
-    if count:
-        LOG.warning("Cleared %d stale node reservation(s) held by this host (%s): left by a "
-                    "process of this host that died; every API and worker process needs its "
-                    "own [DEFAULT]host", count, host)
-    return count
+def forget(node_id: int, host: str) -> None:
+    """The node was deleted under ``host``'s reservation: nothing is left to release."""
+    _unhold(host, node_id)
+
+
+def release_unheld(engine: Engine, host: str) -> list[str]:
+    """Clear every reservation of ``host`` that no code of this process holds; their UUIDs.
+
+    Left by a release the database refused, by an acquire whose commit failed after all,
+    or (at start-up) by a crashed process of this host. Every process that takes
+    reservations needs a ``[DEFAULT]host`` of its own.
+    """
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(_nodes.c.id, _nodes.c.uuid)
+                            .where(_nodes.c.reservation == host)).all()
+    if not rows:
+        return []
+    # Under the lock: an acquire that starts meanwhile waits, so it is never undone here.
+    with _held_lock:
+        stray = [row for row in rows if (host, row.id) not in _held]
+        if not stray:
+            return []
+        with engine.begin() as conn:
+            _limit_row_lock_wait(conn, ROW_LOCK_TIMEOUT)
+            conn.execute(sa.update(_nodes)
+                         .where(_nodes.c.id.in_([row.id for row in stray]),
+                                _nodes.c.reservation == host)
+                         .values(reservation=None, **_KEEP_UPDATED_AT))
+    return [row.uuid for row in stray]

@@ -95,6 +95,12 @@ def _fail_one(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier, no
     return node_uuid
 
 
+def timeout_interval(conf: cfg.ConfigOpts) -> float:
+    """Seconds between timeout passes: a tenth of the timeout, between 1 s and 60 s."""
+    timeout = conf.inspector.inspect_wait_timeout or 600
+    return float(min(60, max(1, timeout // 10)))
+
+
 class TimeoutTask:
     """Runs :func:`fail_timed_out` every ``interval`` seconds until stopped."""
 
@@ -104,6 +110,12 @@ class TimeoutTask:
         self.interval = interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_conf(cls, engine: Engine, conf: cfg.ConfigOpts,
+                  notifier: FilterNotifier) -> "TimeoutTask":
+        """The task run every :func:`timeout_interval` seconds."""
+        return cls(engine, conf, notifier, interval=timeout_interval(conf))
 
     def run_once(self) -> list[str]:
         """One pass; errors are logged, never raised, so the loop survives a database blip."""

@@ -265,6 +265,7 @@ def delete_node(node_ident: str) -> tuple[str, int]:
     except BaseException:
         locking.release(c.engine, node_id, c.conf.host)
         raise
+    locking.forget(node_id, c.conf.host)
     return "", 204
 
 

@@ -55,9 +55,15 @@ def store(engine: Engine, node_uuid: str, data: dict) -> int:
             attempts=0)).inserted_primary_key[0]
 
 
-def claim_next(engine: Engine, host: str, now: datetime | None = None) -> Claim | None:
-    """Claim the oldest unowned callback that is due; None if there is none."""
+def claim_next(engine: Engine, host: str, now: datetime | None = None,
+               token: str | None = None) -> Claim | None:
+    """Claim the oldest unowned callback that is due; None if there is none.
+
+    ``token``: the claim token to use, known to the caller before the claim commits (so a
+    claim whose commit fails after all is recognised as nobody's, see :func:`release_unknown`).
+    """
     now = now or utcnow()
+    token = token or str(uuid.uuid4())
     with engine.connect() as conn:
         ids = conn.execute(
             sa.select(_rows.c.id)
@@ -66,11 +72,10 @@ def claim_next(engine: Engine, host: str, now: datetime | None = None) -> Claim 
             .order_by(_rows.c.id).limit(_CANDIDATES)).scalars().all()
     random.shuffle(ids)
     for row_id in ids:
-        token = str(uuid.uuid4())
         with engine.begin() as conn:
             won = conn.execute(
                 sa.update(_rows).where(_rows.c.id == row_id, _rows.c.owner.is_(None))
-                .values(owner=host, claim=token, claimed_at=now, retry_at=None,
+                .values(owner=host, claim=token, retry_at=None,
                         attempts=_rows.c.attempts + 1)).rowcount == 1
             if not won:
                 continue  # another process was quicker (or it is done): the next one
@@ -86,7 +91,7 @@ def unclaim(engine: Engine, claim: Claim, retry_at: datetime | None = None,
     was already taken away. ``count_attempt=False`` when it never really ran."""
     values: dict = {"owner": None, "claim": None, "retry_at": retry_at}
     if not count_attempt:
-        values["attempts"] = _rows.c.attempts - 1
+        values["attempts"] = _uncounted()
     with engine.begin() as conn:
         return conn.execute(sa.update(_rows).where(_rows.c.id == claim.id,
                                                    _rows.c.claim == claim.token)
@@ -105,6 +110,21 @@ def release_owner(engine: Engine, owner: str) -> int:
     with engine.begin() as conn:
         return conn.execute(sa.update(_rows).where(_rows.c.owner == owner)
                             .values(owner=None, claim=None)).rowcount
+
+
+def release_unknown(engine: Engine, owner: str, known: set[str]) -> int:
+    """Give back the callbacks claimed by ``owner`` under a token not in ``known`` (a claim
+    whose commit failed after all): they never ran, so their attempt does not count."""
+    query = sa.update(_rows).where(_rows.c.owner == owner)
+    if known:
+        query = query.where(sa.or_(_rows.c.claim.is_(None), _rows.c.claim.not_in(known)))
+    with engine.begin() as conn:
+        return conn.execute(query.values(owner=None, claim=None,
+                                         attempts=_uncounted())).rowcount
+
+
+def _uncounted():
+    return sa.case((_rows.c.attempts > 0, _rows.c.attempts - 1), else_=0)
 
 
 def due(engine: Engine, now: datetime | None = None) -> int:

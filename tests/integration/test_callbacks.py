@@ -7,11 +7,10 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from inspection import locking
 from inspection.db.models import InspectionCallback, InspectionProcess, Node, utcnow
 from inspection.processing import callbacks
 from inspection.timeouts import fail_timed_out
-from inspection.worker import heartbeat
+from inspection.worker import heartbeat, recovery
 from inspection.worker.runner import CallbackRunner
 from pxe_filter.broadcast import FilterNotifier
 from pxe_filter.common.database import create_engine
@@ -82,15 +81,14 @@ def test_the_work_of_a_dead_process_is_taken_over(db_engine):
     heartbeat.beat(db_engine, "dead", now - timedelta(seconds=100))
     heartbeat.beat(db_engine, "slow", now - timedelta(seconds=10))
     heartbeat.beat(db_engine, "alive", now)
-    held = {host: add_node(db_engine) for host in ("dead", "slow", "ironic-conductor")}
-    for host, node in held.items():
-        locking.acquire(db_engine, node["id"], host)
+    held = {host: add_node(db_engine, reservation=host)
+            for host in ("dead", "slow", "ironic-conductor")}
     rows = {}
     for host in ("dead", "slow"):
         rows[host] = callbacks.store(db_engine, held[host]["uuid"], {"inventory": {}})
         assert callbacks.claim_next(db_engine, host).id == rows[host]
 
-    taken = heartbeat.take_over_dead(db_engine, "alive", timeout=30, now=now)
+    taken = recovery.take_over_dead(db_engine, "alive", timeout=30, now=now)
     assert [(t.host, t.reservations, t.callbacks) for t in taken] == [("dead", 1, 1)]
     assert node_row(db_engine, held["dead"]["id"]).reservation is None
     assert _row(db_engine, rows["dead"]).owner is None  # claimable again
@@ -113,7 +111,8 @@ def test_claims_of_processes_that_left_the_table_are_taken_over(db_engine):
     callbacks.claim_next(db_engine, "gone")
     with db_engine.begin() as conn:
         conn.execute(sa.delete(InspectionProcess.__table__))
-    heartbeat.take_over_dead(db_engine, "alive", timeout=30)
+    heartbeat.beat(db_engine, "alive")
+    recovery.take_over_dead(db_engine, "alive", timeout=30)
     assert _row(db_engine, row_id).owner is None
 
 
@@ -162,19 +161,19 @@ def test_a_frozen_process_holding_a_row_lock_delays_only_its_reservations(db_url
         pytest.skip("SQLite locks the whole database, not a row")
     engine = create_engine(db_url, lock_timeout=1)
     heartbeat.beat(engine, "frozen", utcnow() - timedelta(seconds=100))
-    node = add_node(engine)
-    locking.acquire(engine, node["id"], "frozen")
+    heartbeat.beat(engine, "alive")
+    node = add_node(engine, reservation="frozen")
     row_id = callbacks.store(engine, node["uuid"], {"inventory": {}})
     callbacks.claim_next(engine, "frozen")
     holder = engine.connect()  # the frozen process's transaction, open on the node row
     holder.execute(sa.update(Node).where(Node.id == node["id"]).values(last_error="x"))
     try:
-        assert heartbeat.take_over_dead(engine, "alive", timeout=30) == []
+        assert recovery.take_over_dead(engine, "alive", timeout=30) == []
         assert _row(engine, row_id).owner is None  # its callbacks are free at once
     finally:
         holder.rollback()
         holder.close()
-    taken = heartbeat.take_over_dead(engine, "alive", timeout=30)
+    taken = recovery.take_over_dead(engine, "alive", timeout=30)
     assert [(t.host, t.reservations, t.callbacks) for t in taken] == [("frozen", 1, 0)]
     assert node_row(engine, node["id"]).reservation is None
     engine.dispose()
