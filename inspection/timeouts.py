@@ -15,7 +15,7 @@ from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
-from inspection import locking, metrics
+from inspection import attempts, locking, metrics
 from inspection.db.engine import session_scope
 from inspection.db.models import INSPECT_WAIT, InspectionCallback, Node, utcnow
 from inspection.errors import NodeLocked, NotFound
@@ -88,6 +88,7 @@ def _fail_one(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier, no
                    f"received within {timeout} seconds of the start of inspection at "
                    f"{started.isoformat(sep=' ', timespec='seconds')} UTC")
         ports = fail_inspection(session, node, message)
+        attempts.discard_callbacks(session, node.uuid)  # any that arrived since the check
         node_uuid = node.uuid
     LOG.warning("Node %s: %s", node_uuid, message)
     metrics.TIMEOUTS.inc()

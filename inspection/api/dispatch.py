@@ -29,19 +29,21 @@ class DispatchError(Exception):
 class Dispatcher(Protocol):
     """Something that makes ``(node_uuid, data)`` durable, then processes it."""
 
-    def dispatch(self, node_uuid: str, data: dict[str, Any],
-                 stored: int | None = None) -> None:
-        """Commit the data (unless already ``stored``, a row id) and wake a processor; raise
-        :class:`DispatchError` if it could not be committed."""
+    def dispatch(self, node_uuid: str, data: dict[str, Any], stored: int | None = None,
+                 attempt: str | None = None) -> None:
+        """Commit the data for the node's inspection ``attempt`` (unless already ``stored``,
+        a row id) and wake a processor; raise :class:`DispatchError` if it could not be
+        committed."""
 
     def close(self) -> None:
         """Stop accepting work."""
 
 
-def store(engine: Engine, node_uuid: str, data: dict[str, Any]) -> int:
+def store(engine: Engine, node_uuid: str, data: dict[str, Any],
+          attempt: str | None = None) -> int:
     """Commit the callback; :class:`DispatchError` when the database refuses it."""
     try:
-        return callbacks.store(engine, node_uuid, data)
+        return callbacks.store(engine, node_uuid, data, attempt)
     except sa.exc.SQLAlchemyError as exc:
         LOG.error("Cannot store the inspection data of node %s, so it was not accepted (the "
                   "ramdisk retries): %s", node_uuid, error_reason(exc))
@@ -56,11 +58,11 @@ class InProcessDispatcher:
         self.runner = CallbackRunner(self.engine, service, conf, threads)
         self.runner.start()
 
-    def dispatch(self, node_uuid: str, data: dict[str, Any],
-                 stored: int | None = None) -> None:
+    def dispatch(self, node_uuid: str, data: dict[str, Any], stored: int | None = None,
+                 attempt: str | None = None) -> None:
         """Store the data (unless already ``stored``) and wake a processing thread."""
         if stored is None:
-            store(self.engine, node_uuid, data)
+            store(self.engine, node_uuid, data, attempt)
         self.runner.wake()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
@@ -87,11 +89,11 @@ class RpcDispatcher:
         self._sender = threading.Thread(target=self._send, name="worker-wakeups", daemon=True)
         self._sender.start()
 
-    def dispatch(self, node_uuid: str, data: dict[str, Any],
-                 stored: int | None = None) -> None:
+    def dispatch(self, node_uuid: str, data: dict[str, Any], stored: int | None = None,
+                 attempt: str | None = None) -> None:
         """Store the data (unless already ``stored``), then queue a wake-up cast."""
-        self._wakeups.put(stored if stored is not None else store(self.engine, node_uuid,
-                                                                  data))
+        self._wakeups.put(stored if stored is not None
+                          else store(self.engine, node_uuid, data, attempt))
 
     def _send(self) -> None:
         while (row_id := self._wakeups.get()) is not None:

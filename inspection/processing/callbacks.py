@@ -1,6 +1,10 @@
 """Accepted inspection callbacks: a row is committed before the API answers 202, claimed by
 one process at a time, and deleted in the transaction that commits its processing.
 
+A node has at most one row: newer data replaces older (Ironic's last write wins; the unique
+index on ``node_uuid`` holds it against concurrent stores). Each row carries the inspection
+attempt it was accepted for (:mod:`inspection.attempts`).
+
 A claim is a conditional UPDATE (``owner IS NULL`` -> this host, a fresh token), so two
 processes never hold one row; deleting the row is conditional on the token, so a process
 whose claim was taken away (judged dead, see :mod:`inspection.worker.heartbeat`) cannot
@@ -36,6 +40,8 @@ class Claim:
     data: dict = field(repr=False)
     token: str
     attempts: int
+    #: The node's inspection attempt the data was accepted for (None: any).
+    attempt: str | None = None
     settled: bool = False
 
     def settle(self, session: Session) -> bool:
@@ -47,12 +53,34 @@ class Claim:
         return deleted
 
 
-def store(engine: Engine, node_uuid: str, data: dict) -> int:
-    """Commit accepted data for the node; returns the row id."""
-    with engine.begin() as conn:
-        return conn.execute(sa.insert(_rows).values(
-            node_uuid=node_uuid, data=data, created_at=utcnow(),
-            attempts=0)).inserted_primary_key[0]
+#: Stores of one node racing each other: each retry replaces the winner's row.
+_STORE_TRIES = 3
+
+
+def store(engine: Engine, node_uuid: str, data: dict, attempt: str | None = None) -> int:
+    """Commit accepted data for the node's inspection ``attempt``, replacing any data of
+    the node not processed yet; returns the row id."""
+    for tries_left in reversed(range(_STORE_TRIES)):
+        try:
+            with engine.begin() as conn:
+                # Read first, delete by id: a DELETE by a missing key would take gap locks
+                # on MariaDB that deadlock concurrent inserts of other nodes.
+                older = conn.execute(sa.select(_rows.c.id).where(
+                    _rows.c.node_uuid == node_uuid)).scalars().all()
+                if older:
+                    conn.execute(sa.delete(_rows).where(_rows.c.id.in_(older)))
+                row_id = conn.execute(sa.insert(_rows).values(
+                    node_uuid=node_uuid, data=data, created_at=utcnow(), attempts=0,
+                    attempt=attempt)).inserted_primary_key[0]
+            break
+        except sa.exc.IntegrityError:
+            # Another store of this node committed first: replace its row.
+            if not tries_left:
+                raise
+    if older:
+        LOG.info("Node %s: newer inspection data replaced %d callback(s) accepted earlier "
+                 "and not processed yet", node_uuid, len(older))
+    return row_id
 
 
 def claim_next(engine: Engine, host: str, now: datetime | None = None,
@@ -79,9 +107,10 @@ def claim_next(engine: Engine, host: str, now: datetime | None = None,
                         attempts=_rows.c.attempts + 1)).rowcount == 1
             if not won:
                 continue  # another process was quicker (or it is done): the next one
-            row = conn.execute(sa.select(_rows.c.node_uuid, _rows.c.data, _rows.c.attempts)
+            row = conn.execute(sa.select(_rows.c.node_uuid, _rows.c.data, _rows.c.attempts,
+                                         _rows.c.attempt)
                                .where(_rows.c.id == row_id)).one()
-        return Claim(row_id, row.node_uuid, row.data, token, row.attempts)
+        return Claim(row_id, row.node_uuid, row.data, token, row.attempts, row.attempt)
     return None
 
 

@@ -177,7 +177,8 @@ class CallbackRunner:
                  claim.node_uuid, claim.attempts)
         retry_at = utcnow() + timedelta(seconds=self.interval)
         try:
-            self.service.process(claim.node_uuid, claim.data, settle=claim.settle)
+            self.service.process(claim.node_uuid, claim.data, settle=claim.settle,
+                                 attempt=claim.attempt)
         except NodeLocked as exc:
             LOG.info("Node %s is reserved by %s: its callback %s is retried in %s s",
                      claim.node_uuid, exc.holder or "another process", claim.id,

@@ -6,8 +6,10 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
 from inspection.db.models import InspectionCallback, InspectionProcess, Node, utcnow
+from inspection.inspect_control import abort_inspection, start_inspection
 from inspection.processing import callbacks
 from inspection.timeouts import fail_timed_out
 from inspection.worker import heartbeat, recovery
@@ -186,3 +188,40 @@ def test_heartbeats_use_the_database_clock(db_engine):
     with db_engine.connect() as conn:
         stamped = conn.execute(sa.select(InspectionProcess.heartbeat_at)).scalar()
     assert abs((stamped - server).total_seconds()) < 5
+
+
+def test_the_newest_data_of_a_node_replaces_older_data_not_processed_yet(db_engine):
+    callbacks.store(db_engine, "node-1", {"inventory": {"n": 1}})
+    older = callbacks.claim_next(db_engine, "a")  # being processed right now
+    newest = callbacks.store(db_engine, "node-1", {"inventory": {"n": 2}})
+    assert callbacks.count(db_engine) == 1
+    claim = callbacks.claim_next(db_engine, "b")
+    assert claim.id == newest and claim.data == {"inventory": {"n": 2}}
+    with Session(db_engine) as session:
+        assert not older.settle(session)  # the older run's outcome is discarded
+
+
+def test_data_stored_for_an_earlier_inspection_never_completes_a_later_one(db_engine,
+                                                                          tmp_path):
+    service = service_for(db_engine, tmp_path, DEFAULT={"host": "worker-a"})
+    data = body("bios-vm-x86_64")
+    node = add_node(db_engine, state="manageable", macs=macs_of(data)[:1],
+                    inspect_interface="agent")
+    notifier = FilterNotifier(None)
+    start_inspection(db_engine, service.conf, node["uuid"], notifier)
+    accepted = service.accept(data)
+    # Abort and inspect again commit before the accepted data is stored (a slow API).
+    abort_inspection(db_engine, service.conf, node["uuid"], notifier)
+    start_inspection(db_engine, service.conf, node["uuid"], notifier)
+    callbacks.store(db_engine, accepted.node_uuid, accepted.data, accepted.attempt)
+    claim = callbacks.claim_next(db_engine, "worker-a")
+    service.process(claim.node_uuid, claim.data, settle=claim.settle, attempt=claim.attempt)
+    row = node_row(db_engine, node["id"])
+    assert row.provision_state == "inspect wait" and row.inspection_finished_at is None
+    assert claim.settled and callbacks.count(db_engine) == 0  # dropped, not retried
+    # Data accepted for the current inspection completes it.
+    fresh = service.accept(data)
+    callbacks.store(db_engine, fresh.node_uuid, fresh.data, fresh.attempt)
+    claim = callbacks.claim_next(db_engine, "worker-a")
+    service.process(claim.node_uuid, claim.data, settle=claim.settle, attempt=claim.attempt)
+    assert node_row(db_engine, node["id"]).provision_state == "manageable"
