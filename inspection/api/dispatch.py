@@ -12,6 +12,7 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 
 from inspection.processing import callbacks
+from inspection.timeouts import TimeoutTask
 from inspection.worker.runner import CallbackRunner
 from pxe_filter.common.database import error_reason
 
@@ -51,12 +52,24 @@ def store(engine: Engine, node_uuid: str, data: dict[str, Any],
 
 
 class InProcessDispatcher:
-    """Stores the data, then wakes the :class:`CallbackRunner` of this process."""
+    """Stores the data, then wakes the :class:`CallbackRunner` of this process.
+
+    All-in-one, the API is the only process that processes callbacks, so it runs every
+    periodic task a worker runs: the inspect-wait timeout first (nothing else closes the
+    PXE filters of a node whose ramdisk never calls back), then the runner's heartbeat and
+    recovery housekeeping.
+    """
 
     def __init__(self, service: Any, conf: cfg.ConfigOpts, threads: int = 4) -> None:
         self.engine = service.engine
+        self.timeout_task = TimeoutTask.from_conf(self.engine, conf, service.notifier)
+        self.timeout_task.start()
         self.runner = CallbackRunner(self.engine, service, conf, threads)
-        self.runner.start()
+        try:
+            self.runner.start()
+        except BaseException:
+            self.timeout_task.stop(timeout=10)
+            raise
 
     def dispatch(self, node_uuid: str, data: dict[str, Any], stored: int | None = None,
                  attempt: str | None = None) -> None:
@@ -70,8 +83,10 @@ class InProcessDispatcher:
         return self.runner.wait_idle(timeout)
 
     def close(self) -> None:
-        """Finish running callbacks; stored ones wait for the next start."""
+        """Finish running callbacks (stored ones wait for the next start), stop the timeout
+        task."""
         self.runner.stop()
+        self.timeout_task.stop(timeout=10)
 
 
 class RpcDispatcher:
