@@ -95,12 +95,13 @@ def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
 
 
 def fail_inspection(session: Session, node: Node, message: str) -> NodePorts:
-    """Move ``node`` to ``inspect failed`` with ``message`` (uncommitted); returns its ports.
+    """Move ``node`` to ``inspect failed`` (a discovered node stays ``enroll``) with
+    ``message`` (uncommitted); returns its ports.
 
     The caller holds the reservation, commits, then announces the ports to the filters.
     ``message`` may quote the ramdisk: it is made storable (no NUL, bounded) first.
     """
-    states.apply(node, states.FAIL)
+    states.fail(node)
     return _record_failure(session, node, message)
 
 

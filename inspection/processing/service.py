@@ -20,10 +20,10 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from inspection import attempts, locking, metrics
-from inspection.common.untrusted import for_log, last_error_text
+from inspection import attempts, locking, metrics, states
+from inspection.common.untrusted import for_log
 from inspection.db.engine import session_scope
-from inspection.db.models import ENROLL, INSPECT_WAIT, Node
+from inspection.db.models import INSPECT_WAIT, Node
 from inspection.discovery import lookup_or_discover
 from inspection.errors import BadRequest, NodeLocked, NotFound
 from inspection.hooks.base import HookConfigError, InspectionHook, load_hooks
@@ -35,7 +35,6 @@ from inspection.processing.pipeline import (
     StageFailed,
     apply_rules,
     db_error_text,
-    is_processable,
 )
 from inspection.rules import (
     BuiltInRulesFileError,
@@ -307,15 +306,12 @@ class InspectionService:
 
     def _give_up_node(self, session: Session, node: Node, message: str,
                       settle: Callable[[Session], bool]) -> NodePorts | None:
-        if not is_processable(node)[0]:
+        if not states.processable(node)[0]:
             settle(session)  # processed or aborted meanwhile: nothing to fail
             return None
         if not settle(session):
             session.rollback()
             return None
-        if node.provision_state == ENROLL:
-            node.last_error = last_error_text(message)
-            return node_ports(session, node)
         return fail_inspection(session, node, message)
 
     def _under_reservation(self, node_id: int, func, *args: Any) -> Any:
@@ -343,7 +339,7 @@ class InspectionService:
                       settle: Callable[[Session], bool],
                       attempt: str | None) -> NodePorts | None:
         inventory, plugin_data = data
-        ok, why = is_processable(node)
+        ok, why = states.processable(node)
         if ok and not attempts.is_current(node, attempt):
             ok, why = False, ("the data was accepted for an earlier inspection (aborted, "
                               "timed out or started again since)")
@@ -391,9 +387,4 @@ class InspectionService:
             return None
         LOG.warning("Inspection of node %s failed: %s", node_uuid, for_log(message))
         metrics.processed("failed")
-        if node.provision_state == ENROLL:
-            # A discovered node stays enrolled (as in Ironic): 'inspect failed' would claim
-            # that it was once manageable.
-            node.last_error = last_error_text(message)
-            return node_ports(session, node)
         return fail_inspection(session, node, message)
