@@ -35,6 +35,12 @@ _KEEP_UPDATED_AT = {"updated_at": _nodes.c.updated_at}
 # release, an acquire whose commit failed after all) for release_unheld() to clear.
 _held: Counter[tuple[str, int]] = Counter()
 _held_lock = threading.Lock()
+# Releases the database refused: known leftovers, cleared at the next pass.
+_refused: set[tuple[str, int]] = set()
+# Per host, the unheld reservations seen at the previous pass: one not known to be a
+# leftover is cleared only when seen twice, so the short reservation of another process
+# sharing the host name (against the advice) is not taken from under it.
+_suspects: dict[str, set[int]] = {}
 
 
 def _hold(host: str, node_id: int) -> None:
@@ -119,6 +125,10 @@ def release(engine: Engine, node_id: int, host: str) -> bool:
             result = conn.execute(
                 sa.update(_nodes).where(_nodes.c.id == node_id, _nodes.c.reservation == host)
                 .values(reservation=None, **_KEEP_UPDATED_AT))
+    except BaseException:
+        with _held_lock:
+            _refused.add((host, node_id))
+        raise
     finally:
         _unhold(host, node_id)
     if result.rowcount != 1:
@@ -156,21 +166,25 @@ def forget(node_id: int, host: str) -> None:
     _unhold(host, node_id)
 
 
-def release_unheld(engine: Engine, host: str) -> list[str]:
-    """Clear every reservation of ``host`` that no code of this process holds; their UUIDs.
+def release_unheld(engine: Engine, host: str, at_start: bool = False) -> list[str]:
+    """Clear the reservations of ``host`` that no code of this process holds; their UUIDs.
 
-    Left by a release the database refused, by an acquire whose commit failed after all,
-    or (at start-up) by a crashed process of this host. Every process that takes
-    reservations needs a ``[DEFAULT]host`` of its own.
+    Left by a release the database refused (cleared at once), by an acquire whose commit
+    failed after all (cleared when a second call still finds it), or by a crashed process
+    of this host (``at_start``: all are cleared). Every process that takes reservations
+    needs a ``[DEFAULT]host`` of its own.
     """
     with engine.connect() as conn:
         rows = conn.execute(sa.select(_nodes.c.id, _nodes.c.uuid)
                             .where(_nodes.c.reservation == host)).all()
-    if not rows:
-        return []
     # Under the lock: an acquire that starts meanwhile waits, so it is never undone here.
     with _held_lock:
-        stray = [row for row in rows if (host, row.id) not in _held]
+        unheld = [row for row in rows if (host, row.id) not in _held]
+        seen = _suspects.get(host, set())
+        stray = [row for row in unheld
+                 if at_start or (host, row.id) in _refused or row.id in seen]
+        _suspects[host] = {row.id for row in unheld} - {row.id for row in stray}
+        _refused.difference_update([entry for entry in _refused if entry[0] == host])
         if not stray:
             return []
         with engine.begin() as conn:

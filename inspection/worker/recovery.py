@@ -5,7 +5,8 @@ process that processes callbacks (each worker, the API all-in-one) runs :func:`a
 once and a pass of its housekeeping every ``[processing]heartbeat_interval`` seconds:
 
 * **Its own leftovers** (:func:`own_leftovers`): reservations of its host that none of its
-  threads holds (a release the database refused, an acquire whose commit failed after all),
+  threads holds (a release the database refused: at the next pass; an acquire whose commit
+  failed after all: once two passes found it),
   and callbacks claimed under its host with a token none of its threads knows (a claim whose
   commit failed after all). They never ran: given back without counting an attempt.
 * **Dead processes** (:func:`take_over_dead`): heartbeats and claims alone decide. A
@@ -56,7 +57,7 @@ def at_start(engine: Engine, host: str) -> tuple[int, int]:
     Returns (reservations, callbacks) taken back.
     """
     heartbeat.beat(engine, host)
-    reservations = len(locking.release_unheld(engine, host))
+    reservations = len(locking.release_unheld(engine, host, at_start=True))
     if reservations:
         LOG.warning("Cleared %d stale node reservation(s) held by this host (%s): left by a "
                     "process of this host that died; every API and worker process needs its "

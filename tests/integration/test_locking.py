@@ -110,6 +110,7 @@ def test_release_unheld_clears_only_this_hosts_reservations_nothing_here_holds(d
     theirs = add_node(db_engine, reservation="conductor-1")
     busy = add_node(db_engine)
     with locking.reserved(db_engine, busy["id"], "me"):
+        assert locking.release_unheld(db_engine, "me") == []  # seen once: maybe in use
         assert locking.release_unheld(db_engine, "me") == [stray["uuid"]]
         assert node_row(db_engine, busy["id"]).reservation == "me"
     assert node_row(db_engine, stray["id"]).reservation is None
