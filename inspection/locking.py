@@ -183,14 +183,13 @@ def release_unheld(engine: Engine, host: str, at_start: bool = False) -> list[st
         seen = _suspects.get(host, set())
         stray = [row for row in unheld
                  if at_start or (host, row.id) in _refused or row.id in seen]
+        if stray:  # a refusal here keeps what is known for the next call
+            with engine.begin() as conn:
+                _limit_row_lock_wait(conn, ROW_LOCK_TIMEOUT)
+                conn.execute(sa.update(_nodes)
+                             .where(_nodes.c.id.in_([row.id for row in stray]),
+                                    _nodes.c.reservation == host)
+                             .values(reservation=None, **_KEEP_UPDATED_AT))
         _suspects[host] = {row.id for row in unheld} - {row.id for row in stray}
         _refused.difference_update([entry for entry in _refused if entry[0] == host])
-        if not stray:
-            return []
-        with engine.begin() as conn:
-            _limit_row_lock_wait(conn, ROW_LOCK_TIMEOUT)
-            conn.execute(sa.update(_nodes)
-                         .where(_nodes.c.id.in_([row.id for row in stray]),
-                                _nodes.c.reservation == host)
-                         .values(reservation=None, **_KEEP_UPDATED_AT))
     return [row.uuid for row in stray]

@@ -93,10 +93,12 @@ class RpcDispatcher:
     """Stores the data, then casts a wake-up to one worker from a thread of its own, so
     that a slow or dead message bus never holds up the ramdisk's request."""
 
-    def __init__(self, engine: Engine, transport: Any) -> None:
+    def __init__(self, engine: Engine, transport: Any, repair: Any = None) -> None:
         from inspection.worker.rpc import WorkerClient  # noqa: PLC0415 - needs oslo.messaging
 
         self.engine = engine
+        # Leftover reservations of this API's aborts and inspects (recovery.ReservationRepair)
+        self.repair = repair
         self.transport = transport
         self.client = WorkerClient(transport, retry=CAST_RETRY)
         self._wakeups: queue.SimpleQueue = queue.SimpleQueue()
@@ -140,4 +142,6 @@ class RpcDispatcher:
         """Stop the sender and release the transport."""
         self._wakeups.put(None)
         self._sender.join(10)
+        if self.repair is not None:
+            self.repair.stop(10)
         self.transport.cleanup()

@@ -25,6 +25,7 @@ registers again.
 """
 
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -42,6 +43,7 @@ from inspection.db.models import (
 from inspection.processing import callbacks
 from inspection.timeouts import _timed_out_filter
 from inspection.worker import heartbeat
+from pxe_filter.common.database import error_reason
 
 LOG = logging.getLogger(__name__)
 
@@ -70,9 +72,11 @@ def at_start(engine: Engine, host: str) -> tuple[int, int]:
     return reservations, released
 
 
-def own_leftovers(engine: Engine, host: str, tokens: set[str]) -> tuple[list[str], int]:
+def own_leftovers(engine: Engine, host: str,
+                  tokens: set[str] | None) -> tuple[list[str], int]:
     """Clear ``host``'s reservations that no thread of this process holds, and give back its
-    claims whose token is not in ``tokens`` (the caller holds its claim lock meanwhile).
+    claims whose token is not in ``tokens`` (the caller holds its claim lock meanwhile;
+    None: this process claims nothing, its host's claims are none of its business).
 
     Returns (UUIDs of the nodes released, callbacks given back).
     """
@@ -81,7 +85,7 @@ def own_leftovers(engine: Engine, host: str, tokens: set[str]) -> tuple[list[str
         LOG.warning("Released %d reservation(s) of this host (%s) that nothing here held any "
                     "more (a release or a commit that failed while the database was "
                     "unavailable): %s", len(nodes), host, ", ".join(nodes))
-    given = callbacks.release_unknown(engine, host, tokens)
+    given = 0 if tokens is None else callbacks.release_unknown(engine, host, tokens)
     if given:
         LOG.warning("Gave back %d accepted callback(s) claimed by this host (%s) by a commit "
                     "that failed after all; they are processed now", given, host)
@@ -200,3 +204,39 @@ def release_unregistered(engine: Engine, inspect_wait_timeout: int,
                         row.reservation, inspect_wait_timeout)
             released.append(row.uuid)
     return released
+
+
+class ReservationRepair:
+    """Clears this host's leftover reservations every ``interval`` seconds, for a process
+    that takes reservations but processes no callbacks (an API that hands its data to
+    workers: its aborts and inspects reserve nodes too)."""
+
+    def __init__(self, engine: Engine, host: str, interval: float) -> None:
+        self.engine, self.host, self.interval = engine, host, interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> list[str]:
+        """One pass; database errors are logged, never raised."""
+        try:
+            return own_leftovers(self.engine, self.host, tokens=None)[0]
+        except sa.exc.SQLAlchemyError as exc:
+            LOG.warning("Cannot look for leftover node reservations of %s: %s; retrying in "
+                        "%s s", self.host, error_reason(exc), self.interval)
+            return []
+
+    def start(self) -> None:
+        """Run in a daemon thread."""
+        self._thread = threading.Thread(target=self._loop, name="reservation-repair",
+                                        daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.run_once()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the loop."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)

@@ -188,3 +188,24 @@ def test_after_an_outage_nothing_is_taken_over_until_this_heartbeat_is_fresh(
     assert node_row(db_engine, node["id"]).reservation is None
     assert _attempts(db_engine, row_id) == (1, None)  # the takeover counted no attempt
     assert callbacks.claim_next(db_engine, "worker-a").attempts == 2
+
+
+def test_an_api_that_hands_its_data_to_workers_repairs_its_refused_releases(quick_sqlite):
+    url, engine = quick_sqlite
+    repair = recovery.ReservationRepair(engine, "api-1", interval=1)
+    node = add_node(engine, state="manageable")
+    claimed = add_node(engine)
+    callbacks.store(engine, claimed["uuid"], {"inventory": {}})
+    callbacks.claim_next(engine, "api-1")  # not this process's business: it claims nothing
+    locking.acquire(engine, node["id"], "api-1")  # an abort, say
+    holder = _locked_sqlite(url)
+    try:
+        with pytest.raises(sa.exc.OperationalError):
+            locking.release(engine, node["id"], "api-1")
+        assert repair.run_once() == []  # the database is still away: logged, not raised
+    finally:
+        holder.rollback()
+        holder.close()
+    assert repair.run_once() == [node["uuid"]]
+    assert node_row(engine, node["id"]).reservation is None
+    assert callbacks.due(engine) == 0
