@@ -234,7 +234,7 @@ class InspectionService:
         with session_scope(self.sessions) as session:
             node = session.get(Node, node_id)
             if node is None:
-                raise NotFound(f"node {node_id} vanished")
+                return None  # deleted meanwhile: processing will say so
             holder, attempt = node.reservation, attempts.current(node)
         if holder is not None:
             LOG.info("Node %s is locked by %s: the ramdisk is told to retry", node_id, holder)
@@ -293,21 +293,22 @@ class InspectionService:
             self.notifier.announce(ports)
 
     def give_up(self, node_uuid: str, message: str,
-                settle: Callable[[Session], bool]) -> None:
+                settle: Callable[[Session], bool], attempt: str | None = None) -> None:
         """Fail the node's inspection with ``message`` instead of processing its data (data
         that kept killing the processes that processed it)."""
         with self.engine.connect() as conn:
             node_id = conn.execute(sa.select(Node.id).where(Node.uuid == node_uuid)).scalar()
         if node_id is None:
             return
-        ports = self._under_reservation(node_id, self._give_up_node, message, settle)
+        ports = self._under_reservation(node_id, self._give_up_node, message, settle, attempt)
         if ports is not None:
             self.notifier.announce(ports)
 
     def _give_up_node(self, session: Session, node: Node, message: str,
-                      settle: Callable[[Session], bool]) -> NodePorts | None:
-        if not states.processable(node)[0]:
-            settle(session)  # processed or aborted meanwhile: nothing to fail
+                      settle: Callable[[Session], bool],
+                      attempt: str | None) -> NodePorts | None:
+        if not states.processable(node)[0] or not attempts.is_current(node, attempt):
+            settle(session)  # processed, aborted or inspected again meanwhile
             return None
         if not settle(session):
             session.rollback()

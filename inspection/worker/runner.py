@@ -206,7 +206,8 @@ class CallbackRunner:
                    f"[processing]max_attempts = {self.max_attempts}); the data was dropped")
         LOG.error("Callback %s of node %s: %s", claim.id, claim.node_uuid, message)
         try:
-            self.service.give_up(claim.node_uuid, message, settle=claim.settle)
+            self.service.give_up(claim.node_uuid, message, settle=claim.settle,
+                                 attempt=claim.attempt)
         except NodeLocked:
             self._give_back(claim, utcnow() + timedelta(seconds=self.interval),
                             count_attempt=False)
