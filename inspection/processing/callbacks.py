@@ -53,33 +53,36 @@ class Claim:
         return deleted
 
 
-#: Stores of one node racing each other: each retry replaces the winner's row.
-_STORE_TRIES = 3
+#: Stores of one node racing each other: after a lost race the winner's row is replaced.
+_STORE_TRIES = 5
 
 
 def store(engine: Engine, node_uuid: str, data: dict, attempt: str | None = None) -> int:
     """Commit accepted data for the node's inspection ``attempt``, replacing any data of
-    the node not processed yet; returns the row id."""
+    the node not processed yet (a run of it in progress then cannot commit); returns the
+    row id."""
+    values = {"data": data, "created_at": utcnow(), "attempts": 0, "attempt": attempt,
+              "owner": None, "claim": None, "retry_at": None}
     for tries_left in reversed(range(_STORE_TRIES)):
         try:
             with engine.begin() as conn:
-                # Read first, delete by id: a DELETE by a missing key would take gap locks
-                # on MariaDB that deadlock concurrent inserts of other nodes.
-                older = conn.execute(sa.select(_rows.c.id).where(
-                    _rows.c.node_uuid == node_uuid)).scalars().all()
-                if older:
-                    conn.execute(sa.delete(_rows).where(_rows.c.id.in_(older)))
-                row_id = conn.execute(sa.insert(_rows).values(
-                    node_uuid=node_uuid, data=data, created_at=utcnow(), attempts=0,
-                    attempt=attempt)).inserted_primary_key[0]
+                # Read first, then write by primary key: a write by a missing node_uuid
+                # would take gap locks on MariaDB that deadlock concurrent inserts.
+                row_id = conn.execute(sa.select(_rows.c.id).where(
+                    _rows.c.node_uuid == node_uuid)).scalar()
+                replaced = row_id is not None and conn.execute(
+                    sa.update(_rows).where(_rows.c.id == row_id).values(**values)
+                ).rowcount == 1
+                if not replaced:
+                    row_id = conn.execute(sa.insert(_rows).values(
+                        node_uuid=node_uuid, **values)).inserted_primary_key[0]
             break
         except sa.exc.IntegrityError:
-            # Another store of this node committed first: replace its row.
-            if not tries_left:
+            if not tries_left:  # another store of this node committed first: replace it
                 raise
-    if older:
-        LOG.info("Node %s: newer inspection data replaced %d callback(s) accepted earlier "
-                 "and not processed yet", node_uuid, len(older))
+    if replaced:
+        LOG.info("Node %s: newer inspection data replaced the data accepted earlier and not "
+                 "processed yet", node_uuid)
     return row_id
 
 

@@ -225,3 +225,26 @@ def test_data_stored_for_an_earlier_inspection_never_completes_a_later_one(db_en
     claim = callbacks.claim_next(db_engine, "worker-a")
     service.process(claim.node_uuid, claim.data, settle=claim.settle, attempt=claim.attempt)
     assert node_row(db_engine, node["id"]).provision_state == "manageable"
+
+
+def test_concurrent_stores_keep_one_row_per_node_and_never_fail(db_engine):
+    errors: list = []
+
+    def post(worker: int) -> None:
+        for i in range(6):
+            try:
+                callbacks.store(db_engine, f"node-{(worker + i) % 4}", {"inventory": {"w": worker}})
+                callbacks.store(db_engine, f"own-{worker}-{i}", {"inventory": {}})
+            except Exception as exc:  # a deadlock or a lost race would land here
+                errors.append(exc)
+
+    threads = [threading.Thread(target=post, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    with db_engine.connect() as conn:
+        per_node = conn.execute(sa.select(InspectionCallback.node_uuid, sa.func.count())
+                                .group_by(InspectionCallback.node_uuid)).all()
+    assert len(per_node) == 4 + 16 * 6 and {n for _, n in per_node} == {1}
