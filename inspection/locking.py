@@ -31,16 +31,12 @@ _nodes = Node.__table__
 _KEEP_UPDATED_AT = {"updated_at": _nodes.c.updated_at}
 
 # (host, node id) of the reservations some code of this process holds or is taking right
-# now: a reservation of the host in the database that is not here is a leftover (a failed
-# release, an acquire whose commit failed after all) for release_unheld() to clear.
+# now, and of those whose fate the database left uncertain: a release it refused, an acquire
+# that failed with an error after which the commit may still have happened. release_unheld()
+# clears the uncertain ones that the database shows held and nothing here holds.
 _held: Counter[tuple[str, int]] = Counter()
+_uncertain: set[tuple[str, int]] = set()
 _held_lock = threading.Lock()
-# Releases the database refused: known leftovers, cleared at the next pass.
-_refused: set[tuple[str, int]] = set()
-# Per host, the unheld reservations seen at the previous pass: one not known to be a
-# leftover is cleared only when seen twice, so the short reservation of another process
-# sharing the host name (against the advice) is not taken from under it.
-_suspects: dict[str, set[int]] = {}
 
 
 def _hold(host: str, node_id: int) -> None:
@@ -80,7 +76,12 @@ def acquire(engine: Engine, node_id: int, host: str,
     _hold(host, node_id)  # before the UPDATE, so release_unheld() never sees it unheld
     try:
         acquired = _try_acquire(engine, node_id, host, lock_timeout)
+    except NodeLocked:  # a lock conflict: the UPDATE did not happen
+        _unhold(host, node_id)
+        raise
     except BaseException:
+        with _held_lock:
+            _uncertain.add((host, node_id))  # the commit may have happened after all
         _unhold(host, node_id)
         raise
     if acquired:
@@ -127,7 +128,7 @@ def release(engine: Engine, node_id: int, host: str) -> bool:
                 .values(reservation=None, **_KEEP_UPDATED_AT))
     except BaseException:
         with _held_lock:
-            _refused.add((host, node_id))
+            _uncertain.add((host, node_id))
         raise
     finally:
         _unhold(host, node_id)
@@ -167,22 +168,20 @@ def forget(node_id: int, host: str) -> None:
 
 
 def release_unheld(engine: Engine, host: str, at_start: bool = False) -> list[str]:
-    """Clear the reservations of ``host`` that no code of this process holds; their UUIDs.
+    """Clear the leftover reservations of ``host``; returns the nodes' UUIDs.
 
-    Left by a release the database refused (cleared at once), by an acquire whose commit
-    failed after all (cleared when a second call still finds it), or by a crashed process
-    of this host (``at_start``: all are cleared). Every process that takes reservations
-    needs a ``[DEFAULT]host`` of its own.
+    Leftovers: those a release or an acquire of this process left uncertain, and that it
+    does not hold again; ``at_start``, every reservation of the host (a crashed process of
+    this host left them). Every process that takes reservations needs a ``[DEFAULT]host``
+    of its own.
     """
     with engine.connect() as conn:
         rows = conn.execute(sa.select(_nodes.c.id, _nodes.c.uuid)
                             .where(_nodes.c.reservation == host)).all()
     # Under the lock: an acquire that starts meanwhile waits, so it is never undone here.
     with _held_lock:
-        unheld = [row for row in rows if (host, row.id) not in _held]
-        seen = _suspects.get(host, set())
-        stray = [row for row in unheld
-                 if at_start or (host, row.id) in _refused or row.id in seen]
+        stray = [row for row in rows if (host, row.id) not in _held
+                 and (at_start or (host, row.id) in _uncertain)]
         if stray:  # a refusal here keeps what is known for the next call
             with engine.begin() as conn:
                 _limit_row_lock_wait(conn, ROW_LOCK_TIMEOUT)
@@ -190,6 +189,7 @@ def release_unheld(engine: Engine, host: str, at_start: bool = False) -> list[st
                              .where(_nodes.c.id.in_([row.id for row in stray]),
                                     _nodes.c.reservation == host)
                              .values(reservation=None, **_KEEP_UPDATED_AT))
-        _suspects[host] = {row.id for row in unheld} - {row.id for row in stray}
-        _refused.difference_update([entry for entry in _refused if entry[0] == host])
+        # Settled: cleared now, held again, or not reserved by this host after all.
+        _uncertain.difference_update([entry for entry in _uncertain if entry[0] == host
+                                      and entry not in _held])
     return [row.uuid for row in stray]

@@ -4,9 +4,8 @@ The one place that takes reservations and claimed callbacks away from their hold
 process that processes callbacks (each worker, the API all-in-one) runs :func:`at_start`
 once and a pass of its housekeeping every ``[processing]heartbeat_interval`` seconds:
 
-* **Its own leftovers** (:func:`own_leftovers`): reservations of its host that none of its
-  threads holds (a release the database refused: at the next pass; an acquire whose commit
-  failed after all: once two passes found it),
+* **Its own leftovers** (:func:`own_leftovers`): reservations of its host that a release
+  the database refused or an acquire whose commit failed after all left behind,
   and callbacks claimed under its host with a token none of its threads knows (a claim whose
   commit failed after all). They never ran: given back without counting an attempt.
 * **Dead processes** (:func:`take_over_dead`): heartbeats and claims alone decide. A

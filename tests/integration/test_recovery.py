@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from inspection import locking
 from inspection.db import migration
-from inspection.db.models import InspectionCallback, InspectionProcess, utcnow
+from inspection.db.models import InspectionCallback, InspectionProcess, Node, utcnow
 from inspection.errors import NodeLocked
 from inspection.processing import callbacks
 from inspection.timeouts import TimeoutTask
@@ -79,26 +79,39 @@ def test_unregistered_holders_are_released_after_twice_the_timeout_then_timed_ou
     assert row.provision_state == "inspect failed" and "Timeout reached" in row.last_error
 
 
-def test_leftover_reservations_and_claims_of_this_host_are_repaired(
+def test_leftover_reservations_and_claims_of_this_host_are_repaired_in_one_pass(
         db_engine, tmp_path):
     runner = _runner(db_engine, tmp_path)
     heartbeat.beat(db_engine, "worker-a")
-    # An acquire or a release whose commit the database reported failed, but that went
-    # through after all: the host holds the node, and nothing in the process knows it.
-    stray = add_node(db_engine, reservation="worker-a")
+    # An acquire whose commit the database reported failed, but that went through after all.
+    ambiguous = add_node(db_engine)
+
+    def commit_lost(conn, cursor, statement, *args) -> None:
+        if statement.startswith("UPDATE nodes SET reservation"):
+            raise sa.exc.OperationalError(statement, {}, Exception("connection lost"))
+
+    sa.event.listen(db_engine, "after_cursor_execute", commit_lost)
+    try:
+        with pytest.raises(sa.exc.OperationalError):
+            locking.acquire(db_engine, ambiguous["id"], "worker-a")
+    finally:
+        sa.event.remove(db_engine, "after_cursor_execute", commit_lost)
+    with db_engine.begin() as conn:  # what the server had committed
+        conn.execute(sa.update(Node).where(Node.id == ambiguous["id"])
+                     .values(reservation="worker-a"))
+    # A reservation of this host name that this process knows nothing about: maybe another
+    # process misconfigured with the same host name, busy with the node. Not touched.
+    unknown = add_node(db_engine, reservation="worker-a")
     other = add_node(db_engine, reservation="worker-b")
-    # Same for a claim: the row is claimed under a token that no thread holds.
+    # A claim committed under a token that no thread holds (its commit reported failed).
     node = add_node(db_engine)
     row_id = callbacks.store(db_engine, node["uuid"], {"inventory": {}})
-    lost = callbacks.claim_next(db_engine, "worker-a")
-    assert lost is not None and _attempts(db_engine, row_id) == (1, "worker-a")
+    assert callbacks.claim_next(db_engine, "worker-a") is not None
+    assert _attempts(db_engine, row_id) == (1, "worker-a")
 
     assert runner.housekeep() == 1  # the callback is due again
-    # Another process of this host name (against the advice) might be using the node for
-    # a moment: a reservation not known to be a leftover is cleared when seen twice.
-    assert node_row(db_engine, stray["id"]).reservation == "worker-a"
-    runner.housekeep()
-    assert node_row(db_engine, stray["id"]).reservation is None
+    assert node_row(db_engine, ambiguous["id"]).reservation is None
+    assert node_row(db_engine, unknown["id"]).reservation == "worker-a"
     assert node_row(db_engine, other["id"]).reservation == "worker-b"
     assert _attempts(db_engine, row_id) == (0, None)  # it never ran: no attempt used
 
