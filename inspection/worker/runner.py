@@ -243,8 +243,9 @@ class CallbackRunner:
         """Write this process's heartbeat; False if the database refused."""
         try:
             # A previous heartbeat older than two intervals: this process (or the database)
-            # was away, and so may the others have been; the count starts again.
-            steady = heartbeat.is_fresh(self.engine, self.host, 2 * self.interval)
+            # was away, and so may the others have been; the count starts again. (+1 s:
+            # MariaDB stores the heartbeat to the second.)
+            steady = heartbeat.is_fresh(self.engine, self.host, 2 * self.interval + 1)
             written = heartbeat.beat(self.engine, self.host)
         except sa.exc.SQLAlchemyError as exc:
             if not self._late:  # once per outage
