@@ -13,7 +13,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from inspection.db.models import InspectionProcess, utcnow
-from inspection.processing import callbacks
 
 LOG = logging.getLogger(__name__)
 
@@ -54,6 +53,12 @@ def beat(engine: Engine, host: str, now: datetime | None = None) -> bool:
     return False
 
 
+def leave(engine: Engine, host: str) -> None:
+    """Remove ``host`` from the table (a clean stop)."""
+    with engine.begin() as conn:
+        conn.execute(sa.delete(_procs).where(_procs.c.host == host))
+
+
 def is_fresh(engine: Engine, host: str, timeout: float, now: datetime | None = None) -> bool:
     """Whether ``host``'s own heartbeat is registered and younger than ``timeout`` s."""
     cutoff = (now or database_now(engine)) - timedelta(seconds=timeout)
@@ -61,10 +66,3 @@ def is_fresh(engine: Engine, host: str, timeout: float, now: datetime | None = N
         at = conn.execute(sa.select(_procs.c.heartbeat_at)
                           .where(_procs.c.host == host)).scalar()
     return at is not None and at >= cutoff
-
-
-def deregister(engine: Engine, host: str) -> None:
-    """Clean stop: hand back anything still claimed, then leave the table."""
-    callbacks.release_owner(engine, host)
-    with engine.begin() as conn:
-        conn.execute(sa.delete(_procs).where(_procs.c.host == host))

@@ -71,6 +71,12 @@ def at_start(engine: Engine, host: str) -> tuple[int, int]:
     return reservations, released
 
 
+def at_stop(engine: Engine, host: str) -> None:
+    """Clean stop: give back what ``host`` still has claimed, then leave the table."""
+    callbacks.release_owner(engine, host)
+    heartbeat.leave(engine, host)
+
+
 def own_leftovers(engine: Engine, host: str,
                   tokens: set[str] | None) -> tuple[list[str], int]:
     """Clear ``host``'s reservations that no thread of this process holds, and give back its

@@ -111,7 +111,7 @@ class CallbackRunner:
         for thread in [*self._workers, *self._housekeepers]:
             thread.join(max(0.0, deadline - time.monotonic()))
         try:
-            heartbeat.deregister(self.engine, self.host)
+            recovery.at_stop(self.engine, self.host)
         except sa.exc.SQLAlchemyError as exc:
             LOG.warning("Could not leave the process table (%s); other processes take over "
                         "this host's callbacks after [processing]heartbeat_timeout",
