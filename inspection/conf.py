@@ -97,6 +97,11 @@ api_opts = [
     cfg.IntOpt("max_request_body_size", default=4 * 1024 * 1024, min=1024,
                help="Largest request body in bytes; larger requests get 413. The ramdisk's "
                     "inspection data is usually well below 1 MiB."),
+    cfg.IntOpt("max_callback_interfaces", default=128, min=1,
+               help="Most network interface records one ramdisk callback may list; more get "
+                    "400. The largest servers have a few dozen ports (eight 4-port cards "
+                    "and the onboard ones), VLAN interfaces included; every MAC costs a "
+                    "lookup, and with auto-discovery a port and a filter file."),
     cfg.BoolOpt("allow_insecure_noauth", default=False,
                 help="Let auth_strategy = noauth listen on a non-loopback address (anyone "
                      "who reaches the port can then change nodes and rules)."),

@@ -24,8 +24,9 @@ from inspection import locking, metrics
 from inspection.common.untrusted import for_log, last_error_text
 from inspection.db.engine import session_scope
 from inspection.db.models import ENROLL, INSPECT_WAIT, Node
-from inspection.discovery import lookup_or_discover
+from inspection.discovery import lookup_or_discover, port_macs
 from inspection.errors import BadRequest, NodeLocked, NotFound
+from inspection.hooks import inventory as inv
 from inspection.hooks.base import HookConfigError, InspectionHook, load_hooks
 from inspection.hooks.validate_interfaces import pxe_mac
 from inspection.inspect_control import fail_inspection, node_ports
@@ -138,15 +139,22 @@ def _split_body(body: Any) -> tuple[dict, dict]:
     return inventory, {k: v for k, v in body.items() if k != "inventory"}
 
 
-def _lookup_macs(inventory: dict) -> list[str]:
-    """Valid MACs of the inventory's interfaces, loopback excluded (possibly none: as
-    Ironic, a node is then found by its BMC address)."""
+def _interfaces(inventory: dict, limit: int) -> list[tuple[str, bool]]:
+    """(MAC, has an IP address) of the inventory's interfaces with a valid MAC, loopback
+    excluded (possibly none: as Ironic, a node is then found by its BMC address).
+
+    More than ``limit`` interface records is refused before any is read: each MAC costs a
+    lookup and, with discovery, a port and a file in the filter's hostsdir.
+    """
     interfaces = inventory.get("interfaces")
     if interfaces is None:
         return []
     if not isinstance(interfaces, list):
         raise BadRequest("The inventory's 'interfaces' must be a list")
-    macs = []
+    if len(interfaces) > limit:
+        raise BadRequest(f"The inventory lists {len(interfaces)} network interfaces, more than "
+                         f"the {limit} this service accepts ([api]max_callback_interfaces)")
+    result = []
     for iface in interfaces:
         if not isinstance(iface, dict) or iface.get("name") == "lo":
             continue
@@ -155,8 +163,10 @@ def _lookup_macs(inventory: dict) -> list[str]:
         except InvalidMAC:
             continue
         if mac != _ZERO_MAC:
-            macs.append(mac)
-    return macs
+            has_ip = any(inv.ip_address(iface.get(key), key) is not None
+                         for key in ("ipv4_address", "ipv6_address"))
+            result.append((mac, has_ip))
+    return result
 
 
 class InspectionService:
@@ -209,7 +219,8 @@ class InspectionService:
         404) or NodeLocked.
         """
         inventory, plugin_data = _split_body(body)
-        data = LookupData.build(node_uuid, _lookup_macs(inventory),
+        interfaces = _interfaces(inventory, self.conf.api.max_callback_interfaces)
+        data = LookupData.build(node_uuid, [mac for mac, _ in interfaces],
                                 [inventory.get("bmc_address"), inventory.get("bmc_v6address")])
         with session_scope(self.sessions) as session:
             early = self.rules.rules(session, phase="early")
@@ -220,8 +231,11 @@ class InspectionService:
             self._fail_early(data, str(exc))
             raise BadRequest(REJECTED_MESSAGE) from None
         accepted = {**plugin_data, "inventory": inventory}
-        found = lookup_or_discover(self.engine, self.conf, data, pxe_mac(inventory),
-                                   accepted if store_discovered else None)
+        pxe = pxe_mac(inventory)
+        found = lookup_or_discover(self.engine, self.conf, data, pxe,
+                                   accepted if store_discovered else None,
+                                   ports=port_macs(self.conf.inspector.add_ports,
+                                                   interfaces, pxe))
         if not found.created:
             self._check_unlocked(found.node_id)
         LOG.info("Inspection data accepted for node %s%s", found.node_uuid,
