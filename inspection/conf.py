@@ -153,6 +153,15 @@ processing_opts = [
                     "take over the callbacks it was processing and release its node "
                     "reservations. At least twice heartbeat_interval; the takeover happens "
                     "within heartbeat_timeout + heartbeat_interval of a crash."),
+    cfg.IntOpt("max_pending_callbacks", default=2000, min=1,
+               help="Most accepted callbacks waiting to be processed (by any process); "
+                    "beyond it the ramdisk callback answers 503 with Retry-After before "
+                    "storing anything, and the ramdisk retries. Room for a few large "
+                    "racks booting at once."),
+    cfg.IntOpt("max_pending_bytes", default=512 * 1024 * 1024, min=1024 * 1024,
+               help="Most bytes (JSON) of accepted callbacks waiting to be processed; "
+                    "beyond it the ramdisk callback answers 503 with Retry-After. Keep it "
+                    "well below the database's free disk space."),
     cfg.IntOpt("max_attempts", default=3, min=1,
                help="Times the processing of one accepted callback may be interrupted (its "
                     "process dies or fails unexpectedly) before the inspection fails instead "

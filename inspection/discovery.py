@@ -9,6 +9,7 @@ generic not-found. With ``add_ports = disabled`` no port guards the enrollment (
 Ironic, each callback of an unknown machine then enrolls a node).
 """
 
+import json
 import logging
 import uuid as uuidlib
 from dataclasses import dataclass
@@ -98,7 +99,7 @@ def enroll_node(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
         callback_id = None
         if callback is not None:
             row = InspectionCallback(node_uuid=node_uuid, data=callback, created_at=utcnow(),
-                                     attempts=0)
+                                     attempts=0, data_size=len(json.dumps(callback)))
             session.add(row)
             session.flush()
             callback_id = row.id

@@ -31,6 +31,7 @@ from inspection.hooks.base import HookConfigError, InspectionHook, load_hooks
 from inspection.hooks.validate_interfaces import pxe_mac
 from inspection.inspect_control import fail_inspection, node_ports
 from inspection.lookup import LookupData, lookup_node
+from inspection.processing import callbacks
 from inspection.processing.pipeline import (
     Pipeline,
     StageFailed,
@@ -185,6 +186,8 @@ class InspectionService:
         repository = RuleRepository(built_in_rules, conf.inspection_rules.default_scope)
         self.rules = RuleCache(repository, self.rules_engine)
         self.pipeline = Pipeline(conf, hooks, self.rules_engine)
+        self.pending_cap = callbacks.PendingCap(conf.processing.max_pending_callbacks,
+                                                conf.processing.max_pending_bytes)
         # Like Ironic's node_locked_retry_*: a short holder (a timeout check, a status
         # update) is waited for; a long one makes process() raise NodeLocked.
         self.lock_attempts = max(1, lock_attempts)
@@ -231,6 +234,7 @@ class InspectionService:
             self._fail_early(data, str(exc))
             raise BadRequest(REJECTED_MESSAGE) from None
         accepted = {**plugin_data, "inventory": inventory}
+        self.pending_cap.check(self.engine, callbacks.data_size(accepted))
         pxe = pxe_mac(inventory)
         found = lookup_or_discover(self.engine, self.conf, data, pxe,
                                    accepted if store_discovered else None,
