@@ -102,6 +102,15 @@ api_opts = [
                     "400. The largest servers have a few dozen ports (eight 4-port cards "
                     "and the onboard ones), VLAN interfaces included; every MAC costs a "
                     "lookup, and with auto-discovery a port and a filter file."),
+    cfg.FloatOpt("callback_rate", default=1.0, min=0,
+                 help="Ramdisk callbacks a second one client address may send in the long "
+                      "run (IPv6: one /64); beyond it and callback_burst, 429 with "
+                      "Retry-After. A machine posts once per inspection. 0 turns the limit "
+                      "off (e.g. behind a proxy that does not pass the client address)."),
+    cfg.IntOpt("callback_burst", default=50, min=1,
+               help="Ramdisk callbacks one client address may send at once before "
+                    "callback_rate applies (room for a relay or NAT before a few dozen "
+                    "machines)."),
     cfg.BoolOpt("allow_insecure_noauth", default=False,
                 help="Let auth_strategy = noauth listen on a non-loopback address (anyone "
                      "who reaches the port can then change nodes and rules)."),

@@ -95,3 +95,51 @@ def test_discovery_honours_add_ports(make_api, mode, expected):
     assert enrolled == expected
     api.wait_processed()
     assert api.client.get("/v1/nodes").json["nodes"][0]["uuid"] == resp.json["uuid"]
+
+
+def _metric(api, name: str) -> float:
+    text = api.client.get("/metrics").get_data(as_text=True)
+    return float(next(x for x in text.splitlines() if x.startswith(name + " ")).split()[-1])
+
+
+def test_a_burst_from_one_address_meets_429_and_the_admin_api_stays(make_api):
+    api = make_api()
+    refusals = 'ironic_inspection_callback_refusals_total{reason="rate_limit"}'
+    before = _metric(api, refusals)
+    statuses = []
+    for index in range(300):
+        data = many_nics(1)
+        data["inventory"]["interfaces"][0]["mac_address"] = f"52:54:00:aa:{index >> 8:02x}:" \
+                                                            f"{index & 255:02x}"
+        data["inventory"]["boot"]["pxe_interface"] = data["inventory"]["interfaces"][0][
+            "mac_address"]
+        resp = api.client.post("/v1/continue_inspection", json=data)
+        statuses.append(resp.status_code)
+        if resp.status_code == 429:
+            assert int(resp.headers["Retry-After"]) >= 1
+            assert "Too many inspection callbacks" in error_message(resp)
+        if index % 50 == 0:
+            assert api.client.get("/v1/nodes?limit=1").status_code == 200
+    accepted = statuses.count(202)
+    assert set(statuses) == {202, 429}
+    assert 50 <= accepted < 100, accepted  # the burst, and what the rate refilled meanwhile
+    assert statuses[:50] == [202] * 50
+    api.wait_processed()
+    assert counts(api.context.engine)[0] == accepted
+    assert _metric(api, refusals) == before + 300 - accepted
+    assert api.client.get("/v1/nodes?limit=1").status_code == 200
+
+
+def test_a_rack_booting_together_is_never_limited(make_api):
+    api = make_api()
+    for index in range(60):  # more machines than one address's burst
+        data = many_nics(1)
+        mac = f"52:54:00:bb:00:{index:02x}"
+        data["inventory"]["interfaces"][0]["mac_address"] = mac
+        data["inventory"]["boot"]["pxe_interface"] = mac
+        for attempt in range(2):  # the first callback and a retry of it
+            resp = api.client.post("/v1/continue_inspection", json=data,
+                                   environ_base={"REMOTE_ADDR": f"192.0.2.{index + 1}"})
+            assert resp.status_code == (202 if attempt == 0 else 404), resp.json
+    api.wait_processed()
+    assert counts(api.context.engine) == (60, 60)
