@@ -12,6 +12,7 @@ from werkzeug.routing import BaseConverter, Map
 
 from inspection.api import (
     continue_inspection,
+    crosssite,
     errors,
     metrics,
     nodes,
@@ -133,6 +134,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
         rules=service.rules.repository, rules_engine=service.rules_engine, notifier=notifier,
         service=service, dispatcher=dispatcher)
     errors.register(app)
+    crosssite.install(app, conf)
     ratelimit.install(app, conf)
     versions.install(app)
     _install_auth(app, conf)
