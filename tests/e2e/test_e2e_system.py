@@ -58,7 +58,10 @@ def system(tmp_path_factory, netns_pair):
     migration.upgrade(engine)
     hostsdir = tmp / "hostsdir"
     hostsdir.mkdir()
+    # add_ports = all: a discovered machine's every NIC gets a port, so dnsmasq refuses them
+    # all once it is processed (the default, pxe, leaves the other NICs unknown).
     conf = {"auto_discovery": {"enabled": True},
+            "inspector": {"add_ports": "all"},
             "inspection_rules": {"built_in_rules": str(BUILT_IN_RULES)}}
     procs = []
     dnsmasq = None
