@@ -29,13 +29,20 @@ def test_burst_then_rate():
 def test_the_table_is_bounded_and_forgets_idle_clients_first():
     clock = Clock()
     buckets = TokenBuckets(rate=1, burst=2, max_clients=3, clock=clock)
-    buckets.take("busy")
-    buckets.take("busy")
-    for name in ("idle1", "idle2", "idle3"):
-        clock.now += 10
+    buckets.take("refilled")
+    clock.now += 10  # "refilled" is full again: it goes first
+    for name in ("a", "b", "c"):
         buckets.take(name)
-    assert len(buckets._buckets) == 3
-    assert buckets.take("busy") == 0  # it had refilled: forgetting it lost nothing
+    assert set(buckets._buckets) == {"a", "b", "c"}
+
+
+def test_without_idle_clients_the_least_recently_seen_go():
+    clock = Clock()
+    buckets = TokenBuckets(rate=0.001, burst=2, max_clients=3, clock=clock)
+    for name in ("a", "b", "c", "a", "d"):
+        clock.now += 1
+        buckets.take(name)
+    assert set(buckets._buckets) == {"a", "d"}  # down to 7/8 of the table, oldest first
 
 
 @pytest.mark.parametrize("address, key", [
