@@ -72,8 +72,9 @@ class TokenBuckets:
         for key in [k for k, (tokens, stamp) in self._buckets.items()
                     if tokens + (now - stamp) * self.rate >= self.burst]:
             del self._buckets[key]
-        while len(self._buckets) > self.max_clients * 7 // 8:
-            self._buckets.popitem(last=False)
+        if len(self._buckets) > self.max_clients:
+            while len(self._buckets) > self.max_clients * 7 // 8:
+                self._buckets.popitem(last=False)
 
 
 def install(app: Flask, conf: cfg.ConfigOpts) -> None:
