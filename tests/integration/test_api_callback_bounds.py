@@ -1,8 +1,10 @@
 """Bounds on what one anonymous ramdisk callback can make the service compute and store."""
 
+import concurrent.futures
 import time
 
 import pytest
+import requests
 import sqlalchemy as sa
 
 from inspection.db import migration
@@ -10,6 +12,7 @@ from inspection.db.models import Node, Port
 from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import Api, api_conf, error_message
 from tests.integration.pipeline_support import body
+from tests.support.services_procs import start_api
 
 
 def many_nics(count: int, pxe_index: int = 0) -> dict:
@@ -143,3 +146,36 @@ def test_a_rack_booting_together_is_never_limited(make_api):
             assert resp.status_code == (202 if attempt == 0 else 404), resp.json
     api.wait_processed()
     assert counts(api.context.engine) == (60, 60)
+
+
+def test_a_concurrent_burst_against_the_real_server_leaves_the_admin_api_served(
+        tmp_path, sqlite_migrated):
+    api = start_api(tmp_path, sqlite_migrated, extra_conf={"auto_discovery": {"enabled": True}})
+    try:
+        api.wait_ready()
+
+        def post(index: int) -> int:
+            data = many_nics(1)
+            mac = f"52:54:00:cc:{index >> 8:02x}:{index & 255:02x}"
+            data["inventory"]["interfaces"][0]["mac_address"] = mac
+            data["inventory"]["boot"]["pxe_interface"] = mac
+            resp = requests.post(f"{api.url}/v1/continue_inspection", json=data, timeout=30)
+            if resp.status_code == 429:
+                assert int(resp.headers["Retry-After"]) >= 1
+            return resp.status_code
+
+        admin = []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+            burst = [pool.submit(post, i) for i in range(300)]
+            while not all(f.done() for f in burst):
+                started = time.monotonic()
+                status = requests.get(f"{api.url}/v1/nodes?limit=1", timeout=30).status_code
+                admin.append((status, time.monotonic() - started))
+            statuses = [f.result() for f in burst]
+        assert set(statuses) == {202, 429} and statuses.count(202) < 100
+        assert admin and all(status == 200 for status, _ in admin)
+        assert max(seconds for _, seconds in admin) < 5, admin
+        nodes = requests.get(f"{api.url}/v1/nodes", timeout=30).json()["nodes"]
+        assert len(nodes) == statuses.count(202)
+    finally:
+        api.stop()
