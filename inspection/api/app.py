@@ -12,11 +12,13 @@ from werkzeug.routing import BaseConverter, Map
 
 from inspection.api import (
     continue_inspection,
+    crosssite,
     errors,
     metrics,
     nodes,
     openapi,
     ports,
+    ratelimit,
     rules,
     versions,
 )
@@ -136,6 +138,8 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
         rules=service.rules.repository, rules_engine=service.rules_engine, notifier=notifier,
         service=service, dispatcher=dispatcher)
     errors.register(app)
+    crosssite.install(app, conf)
+    ratelimit.install(app, conf)
     versions.install(app)
     _install_auth(app, conf)
     _install_input_checks(app)

@@ -194,7 +194,8 @@ def patch_node(node_ident: str) -> Response:
                     raise ApiError(404, f"Node {node_ident[:64]} could not be found")
                 before = {name: getattr(node, name) for name in NODE_PATCHABLE}
                 before["maintenance"] = bool(before["maintenance"])
-                values = check_node(apply_patch(before, body, NODE_PATCHABLE, NODE_DEFAULTS))
+                values = check_node(apply_patch(before, body, NODE_PATCHABLE, NODE_DEFAULTS,
+                                                c.conf.inspection_rules.max_node_size))
                 for name, value in values.items():
                     if value != before[name]:
                         setattr(node, name, value)

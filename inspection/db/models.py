@@ -250,6 +250,9 @@ class InspectionCallback(Base):
     retry_at: Mapped[datetime | None] = mapped_column(DateTime)
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0,
                                           server_default=text("0"))
+    #: Bytes of ``data`` as JSON, summed for [processing]max_pending_bytes.
+    data_size: Mapped[int] = mapped_column(Integer, nullable=False, default=0,
+                                           server_default=text("0"))
 
 
 class InspectionProcess(Base):

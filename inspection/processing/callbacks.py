@@ -11,8 +11,11 @@ whose claim was taken away (judged dead, see :mod:`inspection.worker.heartbeat`)
 commit its results. Plain UPDATEs work the same on SQLite, PostgreSQL and MariaDB.
 """
 
+import json
 import logging
 import random
+import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,7 +24,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from inspection import metrics
 from inspection.db.models import InspectionCallback, utcnow
+from inspection.errors import Overloaded
 
 LOG = logging.getLogger(__name__)
 
@@ -56,13 +61,66 @@ class Claim:
 #: Stores of one node racing each other: after a lost race the winner's row is replaced.
 _STORE_TRIES = 5
 
+#: Seconds between two log lines about refusals for lack of room (one per refusal would let
+#: an attacker fill the disk with the log instead).
+_LOG_EVERY = 60.0
+
+
+def data_size(data: dict) -> int:
+    """Bytes ``data`` takes stored (its JSON text, ASCII)."""
+    return len(json.dumps(data))
+
+
+class PendingCap:
+    """``[processing]max_pending_callbacks`` and ``max_pending_bytes``: accepted callbacks
+    not processed yet, beyond which new ones are refused (503) before anything is stored."""
+
+    def __init__(self, max_rows: int, max_bytes: int) -> None:
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._logged_at = -_LOG_EVERY
+        self._unlogged = 0
+
+    def check(self, engine: Engine, size: int) -> None:
+        """Raise :class:`Overloaded` if a callback of ``size`` bytes would go over a cap.
+
+        Processes accepting at the same moment may each pass: the caps bound the total to
+        within one callback per concurrent request, which is what they are for.
+        """
+        with engine.connect() as conn:
+            rows, stored = conn.execute(sa.select(
+                sa.func.count(), sa.func.coalesce(sa.func.sum(_rows.c.data_size), 0))).one()
+        if rows + 1 <= self.max_rows and stored + size <= self.max_bytes:
+            return
+        reason = "rows" if rows + 1 > self.max_rows else "bytes"
+        metrics.CALLBACK_REFUSALS.labels(reason=f"pending_{reason}").inc()
+        self._log(rows, stored, reason)
+        raise Overloaded("Too much inspection data is waiting to be processed; try again "
+                         "later", retry_after=60)
+
+    def _log(self, rows: int, stored: int, reason: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._unlogged += 1
+            if now - self._logged_at < _LOG_EVERY:
+                return
+            refused, self._unlogged, self._logged_at = self._unlogged, 0, now
+        option = "max_pending_callbacks" if reason == "rows" else "max_pending_bytes"
+        LOG.warning("Refused %d ramdisk callback(s) in the last %d s: %d accepted callbacks "
+                    "(%d bytes) wait to be processed, at [processing]%s = %d. Check that "
+                    "ironic-inspection-worker runs and keeps up (metric "
+                    "ironic_inspection_processing_backlog); raise the limit only if the "
+                    "database has room", refused, int(_LOG_EVERY), rows, stored, option,
+                    getattr(self, f"max_{reason}"))
+
 
 def store(engine: Engine, node_uuid: str, data: dict, attempt: str | None = None) -> int:
     """Commit accepted data for the node's inspection ``attempt``, replacing any data of
     the node not processed yet (a run of it in progress then cannot commit); returns the
     row id."""
     values = {"data": data, "created_at": utcnow(), "attempts": 0, "attempt": attempt,
-              "owner": None, "claim": None, "retry_at": None}
+              "owner": None, "claim": None, "retry_at": None, "data_size": data_size(data)}
     for tries_left in reversed(range(_STORE_TRIES)):
         try:
             with engine.begin() as conn:

@@ -24,12 +24,14 @@ from inspection import attempts, locking, metrics, states
 from inspection.common.untrusted import for_log
 from inspection.db.engine import session_scope
 from inspection.db.models import INSPECT_WAIT, Node
-from inspection.discovery import lookup_or_discover
+from inspection.discovery import lookup_or_discover, port_macs
 from inspection.errors import BadRequest, NodeLocked, NotFound
+from inspection.hooks import inventory as inv
 from inspection.hooks.base import HookConfigError, InspectionHook, load_hooks
 from inspection.hooks.validate_interfaces import pxe_mac
 from inspection.inspect_control import fail_inspection, node_ports
 from inspection.lookup import LookupData, lookup_node
+from inspection.processing import callbacks
 from inspection.processing.pipeline import (
     Pipeline,
     StageFailed,
@@ -139,15 +141,22 @@ def _split_body(body: Any) -> tuple[dict, dict]:
     return inventory, {k: v for k, v in body.items() if k != "inventory"}
 
 
-def _lookup_macs(inventory: dict) -> list[str]:
-    """Valid MACs of the inventory's interfaces, loopback excluded (possibly none: as
-    Ironic, a node is then found by its BMC address)."""
+def _interfaces(inventory: dict, limit: int) -> list[tuple[str, bool]]:
+    """(MAC, has an IP address) of the inventory's interfaces with a valid MAC, loopback
+    excluded (possibly none: as Ironic, a node is then found by its BMC address).
+
+    More than ``limit`` interface records is refused before any is read: each MAC costs a
+    lookup and, with discovery, a port and a file in the filter's hostsdir.
+    """
     interfaces = inventory.get("interfaces")
     if interfaces is None:
         return []
     if not isinstance(interfaces, list):
         raise BadRequest("The inventory's 'interfaces' must be a list")
-    macs = []
+    if len(interfaces) > limit:
+        raise BadRequest(f"The inventory lists {len(interfaces)} network interfaces, more than "
+                         f"the {limit} this service accepts ([api]max_callback_interfaces)")
+    result = []
     for iface in interfaces:
         if not isinstance(iface, dict) or iface.get("name") == "lo":
             continue
@@ -156,8 +165,10 @@ def _lookup_macs(inventory: dict) -> list[str]:
         except InvalidMAC:
             continue
         if mac != _ZERO_MAC:
-            macs.append(mac)
-    return macs
+            has_ip = any(inv.ip_address(iface.get(key), key) is not None
+                         for key in ("ipv4_address", "ipv6_address"))
+            result.append((mac, has_ip))
+    return result
 
 
 class InspectionService:
@@ -176,6 +187,8 @@ class InspectionService:
         repository = RuleRepository(built_in_rules, conf.inspection_rules.default_scope)
         self.rules = RuleCache(repository, self.rules_engine)
         self.pipeline = Pipeline(conf, hooks, self.rules_engine)
+        self.pending_cap = callbacks.PendingCap(conf.processing.max_pending_callbacks,
+                                                conf.processing.max_pending_bytes)
         # Like Ironic's node_locked_retry_*: a short holder (a timeout check, a status
         # update) is waited for; a long one makes process() raise NodeLocked.
         self.lock_attempts = max(1, lock_attempts)
@@ -210,7 +223,8 @@ class InspectionService:
         404) or NodeLocked.
         """
         inventory, plugin_data = _split_body(body)
-        data = LookupData.build(node_uuid, _lookup_macs(inventory),
+        interfaces = _interfaces(inventory, self.conf.api.max_callback_interfaces)
+        data = LookupData.build(node_uuid, [mac for mac, _ in interfaces],
                                 [inventory.get("bmc_address"), inventory.get("bmc_v6address")])
         with session_scope(self.sessions) as session:
             early = self.rules.rules(session, phase="early")
@@ -221,8 +235,12 @@ class InspectionService:
             self._fail_early(data, str(exc))
             raise BadRequest(REJECTED_MESSAGE) from None
         accepted = {**plugin_data, "inventory": inventory}
-        found = lookup_or_discover(self.engine, self.conf, data, pxe_mac(inventory),
-                                   accepted if store_discovered else None)
+        self.pending_cap.check(self.engine, callbacks.data_size(accepted))
+        pxe = pxe_mac(inventory)
+        found = lookup_or_discover(self.engine, self.conf, data, pxe,
+                                   accepted if store_discovered else None,
+                                   ports=port_macs(self.conf.inspector.add_ports,
+                                                   interfaces, pxe))
         attempt = None if found.created else self._unlocked_attempt(found.node_id)
         LOG.info("Inspection data accepted for node %s%s", found.node_uuid,
                  " (auto-discovered)" if found.created else "")
