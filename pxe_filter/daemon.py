@@ -9,6 +9,7 @@ is written by ``ironic-pxe-filter render-dnsmasq-config``, never by the daemon.
 """
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.failsafe import FailSafe
 from pxe_filter.follower import NotificationFollower
+from pxe_filter.foreign_files import ForeignReport
 from pxe_filter.healing import SelfHealer
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notification_listener import NotificationListener, kombu_urls
@@ -224,6 +226,7 @@ class Daemon:
         self.failsafe = FailSafe(sync.hostsdir, control, status,
                                  reload_dnsmasq=self._reload_dnsmasq, wake=lifecycle.wake)
         sync.after_writes = self.failsafe.after_writes
+        sync.after_foreign = self._after_foreign
         self.healer = SelfHealer(sync.hostsdir.path, sync, control, status, lock,
                                  reload_dnsmasq=self._reload_dnsmasq,
                                  threshold=self._threshold, wake=lifecycle.wake)
@@ -373,6 +376,25 @@ class Daemon:
         self._log_sync(result, first)
         self.metrics.sync(result)
         self.status.sync(result, first)
+
+    def _after_foreign(self, report: ForeignReport) -> None:
+        path = self.sync.hostsdir.path
+        for name in report.removed:
+            LOG.warning("Removed %s: the filter did not write it, and dnsmasq would apply "
+                        "it; keep nothing but the filter's files in the hostsdir",
+                        os.path.join(path, name))
+        for name in report.neutralised:
+            LOG.warning("Emptied %s: the filter did not write it and cannot delete it; "
+                        "delete it by hand", os.path.join(path, name))
+        for name in report.gone:
+            LOG.warning("%s, a file the filter did not write, was deleted by someone else; "
+                        "dnsmasq applies it until it is reloaded", os.path.join(path, name))
+        self.metrics.foreign(report)
+        if report.removed or report.neutralised:
+            shown = ", ".join([*report.removed, *report.neutralised][:3])
+            self.status.error(f"file(s) the filter did not write found in the hostsdir: "
+                              f"{shown}")
+        self.failsafe.after_foreign(report)
 
     def _after_broadcast(self, result: BroadcastResult) -> None:
         if result.written > self._threshold():

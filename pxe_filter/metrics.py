@@ -125,6 +125,13 @@ class FilterMetrics:
             PREFIX + "broadcast_macs", "MACs in broadcasts and notifications applied, by "
             "decision (allow, deny, rejected: invalid entries)", ["decision"],
             registry=self.registry)
+        self.foreign_files = Counter(
+            PREFIX + "foreign_files", "Files the filter did not write, found in the hostsdir, "
+            "by outcome (removed; emptied: could not be deleted; failed: attempts that could "
+            "do neither, dnsmasq is stopped meanwhile; gone: deleted by someone else)",
+            ["outcome"], registry=self.registry)
+        for outcome in ("removed", "emptied", "failed", "gone"):
+            self.foreign_files.labels(outcome=outcome)
         for origin in ("sync", "broadcast"):
             self.files_written.labels(origin=origin)
             self.files_failed.labels(origin=origin)
@@ -144,6 +151,12 @@ class FilterMetrics:
         self.broadcast_macs.labels(decision="allow").inc(result.allowed)
         self.broadcast_macs.labels(decision="deny").inc(result.denied)
         self.broadcast_macs.labels(decision="rejected").inc(result.rejected)
+
+    def foreign(self, report) -> None:
+        """Count foreign files handled (a pxe_filter.foreign_files.ForeignReport)."""
+        for outcome, names in (("removed", report.removed), ("emptied", report.neutralised),
+                               ("failed", report.failed), ("gone", report.gone)):
+            self.foreign_files.labels(outcome=outcome).inc(len(names))
 
     def broadcast_received(self) -> None:
         """Count an update_pxe_filters broadcast (RPC) applied."""
