@@ -58,6 +58,8 @@ class Options:
     supported_interfaces: list[str]
     discovery_enabled: bool
     deny_unknown_macs: bool
+    #: Seconds without a successful sync before unknown MACs are denied (0: never).
+    outage_deny_unknown: int = 0
 
     @classmethod
     def read(cls, conf: cfg.ConfigOpts) -> "Options":
@@ -65,7 +67,8 @@ class Options:
         try:
             opts = conf.pxe_filter
             return cls(opts.sync_period, list(opts.supported_inspect_interfaces),
-                       conf.auto_discovery.enabled, opts.deny_unknown_macs)
+                       conf.auto_discovery.enabled, opts.deny_unknown_macs,
+                       opts.database_outage_deny_unknown)
         except (cfg.Error, ValueError) as exc:
             raise FatalConfigError(f"invalid configuration: {exc}") from None
 
@@ -222,6 +225,8 @@ class Daemon:
             self.metrics.registry, conf.pxe_filter.prometheus_host,
             0 if once else conf.pxe_filter.prometheus_port)
         self._warned_purge = False
+        #: When the last full sync succeeded (monotonic); a database outage counts from it.
+        self._last_good_sync = time.monotonic()
         sync.on_broadcast = self._after_broadcast
         self.failsafe = FailSafe(sync.hostsdir, control, status,
                                  reload_dnsmasq=self._reload_dnsmasq, wake=lifecycle.wake)
@@ -363,6 +368,10 @@ class Daemon:
             LOG.error("Purge failed: %s", exc.strerror or exc)
 
     def _after_sync(self, result: SyncResult, first: bool = False) -> None:
+        self._last_good_sync = time.monotonic()
+        if result.reopened:
+            LOG.warning("The database answers again: unknown MACs follow the policy again "
+                        "(%s)", "allowed" if result.unknown_allowed else "denied")
         if self.follower is not None:
             try:
                 self.follower.reload()  # which MACs are served for which node, as synced
@@ -410,6 +419,9 @@ class Daemon:
         next_sync = time.monotonic() + period if period else None
         while not life.stopping:
             now = time.monotonic()
+            outage = self._outage_deadline()
+            if outage is not None and next_sync is not None and outage < next_sync:
+                next_sync = outage  # a sync then fails again and closes unknown MACs
             timeouts = [t for t in (systemd.watchdog_interval(), HOSTSDIR_CHECK,
                                     None if next_sync is None else max(next_sync - now, 0))
                         if t is not None]
@@ -465,6 +477,28 @@ class Daemon:
         warn_conflicts(options.discovery_enabled, options.deny_unknown_macs)
         return options.sync_period
 
+    def _outage_deadline(self) -> float | None:
+        """When unknown MACs are to be closed if no sync succeeds (None: not due)."""
+        limit = self.options.outage_deny_unknown
+        if not limit or self.sync.closed_unknown is not None or self.options.sync_period == 0:
+            return None
+        return self._last_good_sync + limit
+
+    def _close_unknown_after_outage(self) -> None:
+        deadline = self._outage_deadline()
+        if deadline is None or time.monotonic() < deadline:
+            return
+        down = time.monotonic() - self._last_good_sync
+        why = f"no successful sync for {down:.0f} s"
+        rewritten = self.sync.close_unknown(why)
+        LOG.error("%s ([pxe_filter]database_outage_deny_unknown = %d): MACs of no port are "
+                  "denied until the database answers again%s; machines with a port keep "
+                  "their last verdict, broadcasts still apply, and new machines cannot be "
+                  "discovered meanwhile", why.capitalize(), self.options.outage_deny_unknown,
+                  "" if rewritten else " (they already were)")
+        self.status.error(f"{why}: unknown MACs denied until the database answers",
+                          write=True)
+
     def _periodic_sync(self) -> None:
         try:
             result = self.sync.full_sync()
@@ -473,6 +507,7 @@ class Daemon:
                       "and the database server; retrying at the next sync", exc)
             systemd.notify(f"STATUS=database error, retrying: {exc}"[:400])
             self.status.error(f"database error: {exc}", write=True)
+            self._close_unknown_after_outage()
             return
         except OSError as exc:
             LOG.error("Sync failed: cannot list %s: %s; retrying at the next sync",

@@ -49,6 +49,7 @@ class SyncResult:
     purged: int = 0
     held: int = 0
     foreign: int = 0  # files the filter did not write, removed or emptied
+    reopened: bool = False  # unknown MACs were closed by a database outage until now
 
     def summary(self) -> str:
         """One log-friendly line."""
@@ -98,6 +99,9 @@ class FilterSync:
         #: covered the whole policy (the fail-safe: reloads or stops dnsmasq when a denial
         #: is not on disk, starts it again once every denial is).
         self.after_writes: Callable[[WriteReport, bool], None] | None = None
+        #: Why unknown MACs are closed whatever the policy says (a long database
+        #: outage); None when the last sync's policy stands. Cleared by a full sync.
+        self.closed_unknown: str | None = None
         #: Called under the lock when files the filter did not write were removed or could
         #: not be (the daemon logs, counts, and reloads or stops dnsmasq).
         self.after_foreign: Callable[[ForeignReport], None] | None = None
@@ -199,6 +203,8 @@ class FilterSync:
             del changes
             result.reread += self.hostsdir.reread
             self.desired = desired
+            result.reopened = self.closed_unknown is not None
+            self.closed_unknown = None
         result.allowed, result.denied = len(desired.allow), len(desired.deny)
         result.written, result.failed = report.written, report.failed
         result.kept_broadcasts, result.interrupted = kept, report.interrupted
@@ -267,6 +273,17 @@ class FilterSync:
             self.on_broadcast(result)
         return result
 
+    def close_unknown(self, why: str) -> bool:
+        """Deny MACs of no port until the next full sync (the database does not answer);
+        known MACs keep their verdict. True if a file was rewritten."""
+        with self._lock:
+            self.closed_unknown = why
+            self._unknown = None
+            if self.desired is None or not self.desired.unknown_allowed:
+                return False
+            self.desired.unknown_allowed = False
+            return bool(self._write(self.hostsdir.changes(self.desired)).written)
+
     def follow_unknown(self, any_served: bool) -> bool:
         """Between syncs: serve unknown MACs iff the policy says so now that ``any_served``
         (a node's ports are served) changed; True if the wildcard file was rewritten."""
@@ -275,6 +292,8 @@ class FilterSync:
                 return False
             allowed = policy.unknown_allowed(any_served, discovery_enabled=self.discovery_enabled,
                                              deny_unknown_macs=self.deny_unknown_macs)
+            if self.closed_unknown is not None:
+                allowed = False  # a database outage closed them: the next sync decides
             self._seq += 1
             self._unknown = (self._seq, allowed)
             if allowed == self.desired.unknown_allowed:

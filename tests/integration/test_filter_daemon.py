@@ -370,6 +370,11 @@ def test_sigterm_mid_sync_exits_promptly_without_partial_files(sqlite_url, tmp_p
         daemon.stop()
     assert code == 0, daemon.log_text()
     assert elapsed < 2.5
+    # It was stopped inside the first sync, not after it: the sync says so, and fewer
+    # than the 30000 files were written.
+    assert "Sync interrupted by shutdown" in daemon.log_text()
+    assert "Ready" not in daemon.log_text()
+    assert len([n for n in os.listdir(hostsdir) if not n.startswith(".")]) < 30001
     names = os.listdir(hostsdir)
     # No temporary file left: only the lock, the status file (issue 3) and the reserved
     # deny wildcard (issue 11) are dotfiles.
@@ -416,3 +421,42 @@ def test_database_lost_during_operation(pg_url, tmp_path, hostsdir):
             assert daemon.stop() == 0
     log = daemon.log_text()
     assert "check [database]connection" in log and "Traceback" not in log
+
+
+def test_long_database_outage_denies_unknown_macs_until_it_answers(pg_url, tmp_path,
+                                                                   hostsdir):
+    engine = create_engine(pg_url)
+    migration.upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.delete(Port))
+        conn.execute(sa.delete(Node))
+    engine.dispose()
+    add_node(pg_url, "inspect wait", [M1])  # on inspection: unknown MACs allowed
+    add_node(pg_url, "manageable", [M2])
+    target = make_url(pg_url)
+    with TcpProxy(target.host or "127.0.0.1", target.port or 5432) as proxy:
+        url = target.set(host="127.0.0.1", port=proxy.port).render_as_string(
+            hide_password=False)
+        daemon = start_filter(tmp_path, url, hostsdir, extra_conf={
+            "pxe_filter": {"sync_period": 1, "database_outage_deny_unknown": 3},
+            "database": {"connect_timeout": 1}})
+        try:
+            daemon.wait_ready(30)
+            assert read(hostsdir, WILDCARD) == ALLOW_ALL
+            proxy.stop()
+            lost = time.monotonic()
+            daemon.wait_log("Sync skipped", timeout=10)
+            assert read(hostsdir, WILDCARD) == ALLOW_ALL  # a short outage changes nothing
+            wait_content(hostsdir, WILDCARD, DENY_ALL, timeout=10)
+            closed_after = time.monotonic() - lost
+            assert closed_after >= 2, closed_after
+            daemon.wait_log("MACs of no port are denied until the database answers again")
+            # Known MACs keep their last verdict.
+            assert read(hostsdir, M1) == f"{M1}\n"
+            assert read(hostsdir, M2) == f"{M2},ignore\n"
+            proxy.start()
+            wait_content(hostsdir, WILDCARD, ALLOW_ALL, timeout=10)
+            daemon.wait_log("The database answers again: unknown MACs follow the policy")
+            print(f"unknown MACs denied {closed_after:.1f} s into the outage")
+        finally:
+            assert daemon.stop() == 0, daemon.log_text()
