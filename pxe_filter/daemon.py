@@ -274,6 +274,8 @@ class Daemon:
         self._start_dnsmasq()
         if not self.lifecycle.stopping:
             self._start_listener()
+            if self.follower is not None:
+                self.follower.start()
             self.notification_listener.start()
         return (f"{result.allowed} MAC(s) allowed, {result.denied} denied, unknown "
                 f"{'allowed' if result.unknown_allowed else 'denied'}")
@@ -533,6 +535,8 @@ class Daemon:
     def shutdown(self) -> None:
         """Stop serving broadcasts and watching, stop a dnsmasq we run, release the lock."""
         self.notification_listener.stop()
+        if self.follower is not None:
+            self.follower.stop()
         self.listener.stop()
         self.watcher.stop()
         self.control.stop()

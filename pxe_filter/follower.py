@@ -1,15 +1,21 @@
-"""Follow Ironic in real time: each notification is decided with the full sync's policy.
+"""Follow Ironic in real time: each notification is decided from the database alone.
 
-A notification names a node (and, for a port event, the port and its address). The node's
-state and inspect interface are read from the database by its unique UUID and decided by
-:func:`pxe_filter.policy.pxe_allowed`, the function of the full sync. The follower remembers
-which MACs it serves for which node and port, so it reads a node's ports only when the node
-starts being served: Ironic's schema has no index on ``ports.node_id``, and on PostgreSQL
-that read scans the whole table. A port event carries its address; an update carries only
-the new one, and the remembered old one is closed. Results are applied like a broadcast (a
-sequence number keeps an older sync snapshot from undoing them), then the unknown-MAC
-wildcard is re-checked with one indexed probe. The periodic full sync stays the source of
-truth: a lost notification is repaired by it.
+A notification only says which node or port may have changed. The payload is untrusted: a
+node event makes the follower re-read that node by its UUID, a port event that port by its
+UUID (address and node), and :func:`pxe_filter.policy.pxe_allowed`, the function of the full
+sync, decides. No address, state or timestamp from a payload is ever used, so a forged or
+reordered notification can at worst cause a re-read of the truth.
+
+Messages are queued as they come (the bus thread only parses them) and applied by a thread
+of the follower's own, in batches: every node and port named since the last batch is read
+with one ``IN (...)`` query per few hundred UUIDs, so a flood of notifications for unknown
+nodes costs a few queries, not one each, and cannot hold up a relevant one. A batch that
+cannot be read (the database briefly away) stays queued and is retried every second, never
+dropped. The follower remembers which MACs it serves for which node and port, so it reads a
+node's ports only when the node starts being served: Ironic's schema has no index on
+``ports.node_id``. Results are applied like a broadcast (a sequence number keeps an older sync
+snapshot from undoing them), then the unknown-MAC wildcard is re-checked with one indexed
+probe. The periodic full sync stays the source of truth.
 """
 
 import collections
@@ -25,6 +31,9 @@ from pxe_filter.sync import FilterSync
 
 LOG = logging.getLogger(__name__)
 
+#: Seconds between attempts to apply queued notifications while the database fails.
+RETRY_INTERVAL = 1.0
+
 
 class NotificationFollower:
     """Applies Ironic's notifications to the hostsdir; thread-safe. ``counts`` for status."""
@@ -35,21 +44,29 @@ class NotificationFollower:
         self.sync = sync
         self.supported_interfaces = supported_interfaces
         self.counts: collections.Counter[str] = collections.Counter()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the served map, and one batch at a time
         # Served nodes: node UUID -> {port UUID: canonical MAC} (a node without ports too).
         self._served: dict[str, dict[str, str]] = {}
-        self._last: dict[str, str] = {}  # node UUID -> timestamp of the last one applied
         self._reported: set[str] = set()
+        self._queue = threading.Condition()
+        self._nodes: set[str] = set()  # queued node UUIDs
+        self._ports: set[str] = set()  # queued port UUIDs
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._failing = False
 
     def reload(self) -> None:
-        """Learn which MACs are served for which node (after a full sync); DatabaseError."""
-        rows = self.source.served_nodes(self.supported_interfaces())
-        served = {row.uuid: _port_macs(row) for row in rows}
-        with self._lock:
-            self._served = served
+        """Learn which MACs are served for which node (after a full sync); DatabaseError.
 
+        Read and swapped under the lock: a batch applied meanwhile is not forgotten.
+        """
+        with self._lock:
+            rows = self.source.served_nodes(self.supported_interfaces())
+            self._served = {row.uuid: _port_macs(row) for row in rows}
+
+    # -- intake (the message bus thread) -----------------------------------------------
     def handle(self, body: object) -> None:
-        """One message from the bus; never raises (counted and logged instead)."""
+        """One message from the bus: parsed and queued; never raises."""
         self.counts["received"] += 1
         try:
             event = notifications.parse(body)
@@ -59,79 +76,143 @@ class NotificationFollower:
         if event is None:
             self.counts["not relevant"] += 1
             return
-        try:
-            self.apply(event)
-        except DatabaseError as exc:
-            self._ignore("database error", str(exc), warn=True)
-
-    def apply(self, event: notifications.NodeChanged) -> bool:
-        """Decide and apply one event; False if it was older than one applied (ignored)."""
-        with self._lock:
-            last = self._last.get(event.node_uuid)
-            if last is not None and event.timestamp < last:
-                self._ignore("older than one already applied",
-                             f"{event.event_type} for node {event.node_uuid}")
-                return False
-            self._last[event.node_uuid] = event.timestamp
-            interfaces = self.supported_interfaces()
+        with self._queue:
             if event.port_uuid is not None:
-                allow, deny = self._port_event(event, interfaces)
+                self._ports.add(event.port_uuid)
             else:
-                allow, deny = self._node_event(event, interfaces)
-            any_served = bool(self._served) or self.source.any_served(interfaces)
-        if allow or deny:
-            self.sync.apply_broadcast(allow=sorted(allow), deny=sorted(deny - allow),
-                                      origin=f"Notification {event.event_type}")
-        self.sync.follow_unknown(any_served)
-        self.counts["applied"] += 1
-        LOG.debug("%s for node %s: allowed %s, denied %s", event.event_type, event.node_uuid,
-                  sorted(allow), sorted(deny))
+                self._nodes.add(event.node_uuid)
+            self._queue.notify()
+
+    def start(self) -> None:
+        """Apply queued notifications in the background."""
+        self._thread = threading.Thread(target=self._run, name="ironic-notifications-apply",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop applying (what is queued is left to the next start's first sync)."""
+        with self._queue:
+            self._stopping = True
+            self._queue.notify()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        while True:
+            with self._queue:
+                while not (self._nodes or self._ports or self._stopping):
+                    self._queue.wait()
+                if self._stopping:
+                    return
+            if not self.flush():
+                with self._queue:
+                    self._queue.wait_for(lambda: self._stopping, RETRY_INTERVAL)
+
+    def flush(self) -> bool:
+        """Apply everything queued; False (kept queued, logged) if the database failed."""
+        with self._queue:
+            nodes, ports = self._nodes, self._ports
+            self._nodes, self._ports = set(), set()
+        if not nodes and not ports:
+            return True
+        try:
+            self.apply(nodes, ports)
+        except DatabaseError as exc:
+            with self._queue:
+                self._nodes |= nodes
+                self._ports |= ports
+            self.counts["retried: database error"] += 1
+            if not self._failing:
+                LOG.warning("Ironic notifications not applied yet: %s; retrying every %.0f s "
+                            "(nothing is dropped)", exc, RETRY_INTERVAL)
+            self._failing = True
+            return False
+        if self._failing:
+            LOG.info("Queued Ironic notifications applied: the database answers again")
+        self._failing = False
         return True
 
-    def _node_event(self, event: notifications.NodeChanged,
-                    interfaces: Collection[str]) -> tuple[set[str], set[str]]:
-        node = self.source.read_node(event.node_uuid)
-        served = node is not None and policy.pxe_allowed(
-            node.provision_state, node.inspect_interface, interfaces)
-        known = event.node_uuid in self._served
-        if node is None:
-            self._last.pop(event.node_uuid, None)
-        if served and not known:
-            # The only read of a node's ports: when it starts being served.
-            ports = _port_macs(self.source.read_node(event.node_uuid, with_ports=True)
-                               or NodeRow(event.node_uuid, None, None))
-            for owned in self._served.values():  # a MAC moved here from another node
-                for port in [p for p, mac in owned.items() if mac in ports.values()]:
-                    del owned[port]
-            self._served[event.node_uuid] = ports
-            return set(ports.values()), set()
-        if not served and known:
-            return set(), set(self._served.pop(event.node_uuid).values())
-        return set(), set()
+    # -- decisions ---------------------------------------------------------------------
+    def apply(self, nodes: Collection[str] = (), ports: Collection[str] = ()) -> None:
+        """Re-read the named nodes and ports and apply what the database says now;
+        raises DatabaseError (nothing applied then)."""
+        allow: set[str] = set()
+        deny: set[str] = set()
+        with self._lock:
+            interfaces = self.supported_interfaces()
+            before = set(self._served)
+            starting = self._port_changes(ports, interfaces, allow, deny)
+            self._node_changes({*nodes, *starting}, interfaces, allow, deny)
+            held = {mac for owned in self._served.values() for mac in owned.values()}
+            deny -= allow | held  # a MAC a served port still has stays allowed
+            # Only a node starting or ceasing to be served changes the unknown-MAC policy:
+            # a batch of irrelevant notifications costs no probe.
+            changed = before != set(self._served)
+            any_served = changed and (bool(self._served) or self.source.any_served(interfaces))
+        if allow or deny:
+            self.sync.apply_broadcast(allow=sorted(allow), deny=sorted(deny),
+                                      origin="Ironic notifications")
+        if changed:
+            self.sync.follow_unknown(any_served)
+        self.counts["applied"] += len(nodes) + len(ports)
+        LOG.debug("Notifications for %d node(s), %d port(s): allowed %s, denied %s",
+                  len(nodes), len(ports), sorted(allow), sorted(deny))
 
-    def _port_event(self, event: notifications.NodeChanged,
-                    interfaces: Collection[str]) -> tuple[set[str], set[str]]:
-        try:
-            address = macs.normalize_mac(event.address)
-        except macs.InvalidMAC:
-            self._ignore("invalid MAC", f"{event.event_type} for node {event.node_uuid}",
-                         warn=True)
-            return set(), set()
-        old = None
+    def _port_changes(self, ports: Collection[str], interfaces: Collection[str],
+                      allow: set[str], deny: set[str]) -> set[str]:
+        """Decide each port from its row; the nodes that start being served."""
+        starting: set[str] = set()
+        if not ports:
+            return starting
+        rows = self.source.read_ports(ports)
+        for port in ports:
+            old = None
+            for owned in self._served.values():
+                old = owned.pop(port, None) or old
+            row = rows.get(port)
+            address = _canonical(row.address) if row is not None else None
+            if old is not None and old != address:
+                deny.add(old)  # the port lost this address, or is gone
+            if row is None or address is None:
+                continue
+            if not policy.pxe_allowed(row.provision_state, row.inspect_interface, interfaces):
+                deny.add(address)
+                continue
+            self._forget_address(address)  # moved here from another port
+            owned = self._served.get(row.node_uuid) if row.node_uuid else None
+            if owned is None:
+                starting.add(row.node_uuid)  # served, not known here yet: all its ports
+            else:
+                owned[port] = address
+                allow.add(address)
+        return starting
+
+    def _node_changes(self, nodes: Collection[str], interfaces: Collection[str],
+                      allow: set[str], deny: set[str]) -> None:
+        if not nodes:
+            return
+        rows = self.source.read_nodes(nodes)
+        for uuid in nodes:
+            node = rows.get(uuid)
+            served = node is not None and policy.pxe_allowed(
+                node.provision_state, node.inspect_interface, interfaces)
+            known = uuid in self._served
+            if served and not known:
+                # The only read of a node's ports: when it starts being served.
+                ports = _port_macs(self.source.read_node(uuid, with_ports=True)
+                                   or NodeRow(uuid, None, None))
+                for address in ports.values():
+                    self._forget_address(address)
+                self._served[uuid] = ports
+                allow.update(ports.values())
+            elif not served and known:
+                deny.update(self._served.pop(uuid).values())
+
+    def _forget_address(self, address: str) -> None:
+        """No other remembered port holds ``address`` any more (addresses are unique)."""
         for owned in self._served.values():
-            old = owned.pop(event.port_uuid, None) or old
-        deny = {old} if old and old != address else set()
-        if event.deleted:
-            return set(), deny | {address}
-        node = self.source.read_node(event.node_uuid)
-        if node is None or not policy.pxe_allowed(node.provision_state,
-                                                  node.inspect_interface, interfaces):
-            return set(), deny | {address}
-        if event.node_uuid not in self._served:  # served, but not known here yet
-            allow, _ = self._node_event(event, interfaces)
-            return allow | {address}, deny
-        self._served[event.node_uuid][event.port_uuid] = address
-        return {address}, deny
+            for port in [p for p, mac in owned.items() if mac == address]:
+                del owned[port]
 
     def _ignore(self, reason: str, detail: str, warn: bool = False) -> None:
         self.counts[f"ignored: {reason}"] += 1
@@ -145,12 +226,18 @@ class NotificationFollower:
             LOG.debug("Ironic notification ignored (%s): %s", reason, detail[:300])
 
 
+def _canonical(address: str | None) -> str | None:
+    try:
+        return macs.normalize_mac(address) if address else None
+    except macs.InvalidMAC:
+        return None
+
+
 def _port_macs(row: NodeRow) -> dict[str, str]:
     """{port UUID: canonical MAC} of a row's ports; invalid stored addresses are skipped."""
     result = {}
     for port, address in row.ports:
-        try:
-            result[port] = macs.normalize_mac(address)
-        except macs.InvalidMAC:
-            continue
+        mac = _canonical(address)
+        if mac is not None:
+            result[port] = mac
     return result
