@@ -155,8 +155,9 @@ class NotificationFollower:
         if changed:
             self.sync.follow_unknown(any_served)
         self.counts["applied"] += len(nodes) + len(ports)
-        LOG.debug("Notifications for %d node(s), %d port(s): allowed %s, denied %s",
-                  len(nodes), len(ports), sorted(allow), sorted(deny))
+        LOG.debug("Notifications for %d node(s) %s, %d port(s) %s applied: allowed %s, "
+                  "denied %s", len(nodes), sorted(nodes)[:5], len(ports), sorted(ports)[:5],
+                  sorted(allow), sorted(deny))
 
     def _port_changes(self, ports: Collection[str], interfaces: Collection[str],
                       allow: set[str], deny: set[str]) -> set[str]:
