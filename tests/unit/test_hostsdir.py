@@ -1,15 +1,14 @@
 """The hostsdir writer against a real directory: atomic, content-based, never deleting."""
 
 import os
-import shutil
 import stat
-import subprocess
 
 import pytest
 
 from pxe_filter.foreign_files import remove_foreign
 from pxe_filter.hostsdir import WILDCARD, HostsDir
 from pxe_filter.policy import DesiredState
+from tests.support.files import chattr
 
 M1, M2, M3 = "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"
 ALLOW, DENY = "{}\n", "{},ignore\n"
@@ -116,13 +115,13 @@ def test_files_the_filter_did_not_write_are_removed_dotfiles_kept(tmp_path, hd):
 
 def test_foreign_file_that_cannot_be_deleted_nor_emptied_fails(tmp_path, hd):
     (tmp_path / "zz-all").write_text("*:*:*:*:*:*\n")
-    _chattr("+a", tmp_path / "zz-all")  # append-only: cannot be deleted nor emptied
+    chattr("+a", tmp_path / "zz-all")  # append-only: cannot be deleted nor emptied
     try:
         hd.scan()
         report = remove_foreign(hd)
         assert list(report.failed) == ["zz-all"] and hd.failing
     finally:
-        _chattr("-a", tmp_path / "zz-all")
+        chattr("-a", tmp_path / "zz-all")
     report = remove_foreign(hd)
     assert report.removed == ["zz-all"] and not hd.failing
 
@@ -130,7 +129,7 @@ def test_foreign_file_that_cannot_be_deleted_nor_emptied_fails(tmp_path, hd):
 def test_foreign_file_in_an_immutable_directory_is_emptied_once(tmp_path, hd):
     (tmp_path / "zz-all").write_text("*:*:*:*:*:*\n")
     hd.scan()
-    _chattr("+i", tmp_path)  # no entry can be removed; the file itself can be written
+    chattr("+i", tmp_path)  # no entry can be removed; the file itself can be written
     try:
         report = remove_foreign(hd)
         assert report.neutralised == ["zz-all"] and report.reload_needed
@@ -139,7 +138,7 @@ def test_foreign_file_in_an_immutable_directory_is_emptied_once(tmp_path, hd):
         (tmp_path / "zz-all").write_text("*:*:*:*:*:*\n")
         assert remove_foreign(hd).neutralised == ["zz-all"]
     finally:
-        _chattr("-i", tmp_path)
+        chattr("-i", tmp_path)
 
 
 def test_foreign_file_deleted_by_someone_else_still_needs_a_reload(tmp_path, hd):
@@ -204,17 +203,11 @@ def test_symlink_named_as_mac_is_replaced_not_followed(tmp_path, hd):
     assert _read(tmp_path, M1) == DENY.format(M1)
 
 
-def _chattr(flag, path):
-    if shutil.which("chattr") is None:
-        pytest.skip("chattr not installed")
-    proc = subprocess.run(["chattr", flag, str(path)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"chattr unsupported here: {proc.stderr.strip()}")
 
 
 def test_one_failing_file_fails_alone_and_is_retried(tmp_path, hd, caplog):
     (tmp_path / M2).write_text(ALLOW.format(M2))
-    _chattr("+i", tmp_path / M2)  # immutable: even root cannot replace it
+    chattr("+i", tmp_path / M2)  # immutable: even root cannot replace it
     os.mkdir(tmp_path / M3)  # a directory squatting on a MAC's name
     try:
         desired = DesiredState(allow={M1}, deny={M2, M3})
@@ -226,7 +219,7 @@ def test_one_failing_file_fails_alone_and_is_retried(tmp_path, hd, caplog):
         report = _sync(hd, desired)
         assert report.failed == 2 and report.written == 0  # retried, still failing
     finally:
-        _chattr("-i", tmp_path / M2)
+        chattr("-i", tmp_path / M2)
     os.rmdir(tmp_path / M3)
     report = _sync(hd, desired)
     assert report.failed == 0 and report.written == 2
