@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from oslo_config import cfg
 
-from pxe_filter import state
 from pxe_filter.checks import (
     FatalConfigError,
     FatalError,
@@ -30,13 +29,14 @@ from pxe_filter.common.lifecycle import EXIT_OK, EXIT_RUNTIME, Lifecycle
 from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.failsafe import FailSafe
-from pxe_filter.follower import NotificationFollower
 from pxe_filter.foreign_files import ForeignReport
-from pxe_filter.healing import SelfHealer
 from pxe_filter.metrics import FilterMetrics
-from pxe_filter.notification_listener import NotificationListener, kombu_urls
-from pxe_filter.selfheal import HostsdirWatcher
+from pxe_filter.notifications.follower import NotificationFollower
+from pxe_filter.notifications.listener import NotificationListener, kombu_urls
+from pxe_filter.selfheal.healer import SelfHealer
+from pxe_filter.selfheal.watcher import HostsdirWatcher
 from pxe_filter.source import DatabaseSource
+from pxe_filter.status import recorder as state
 from pxe_filter.sync import BroadcastResult, FilterSync, HostsdirSwapped, SyncResult
 
 LOG = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.foreign_files import ForeignReport
 from pxe_filter.hostsdir import WILDCARD, HostsDir, WriteReport
-from pxe_filter.state import StatusRecorder
+from pxe_filter.status.recorder import StatusRecorder
 
 LOG = logging.getLogger("pxe_filter.daemon")  # the name operators already grep for
 

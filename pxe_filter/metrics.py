@@ -1,9 +1,10 @@
 """The daemon's Prometheus metrics (``ironic_pxe_filter_*``).
 
 Most are read at scrape time from the figures the daemon keeps for ``ironic-pxe-filter
-status`` (:class:`pxe_filter.state.StatusRecorder`), so the two never disagree; only what the
-status does not accumulate (sync durations, files written, broadcast entries) is counted
-here, by the daemon calling :meth:`FilterMetrics.sync` and :meth:`FilterMetrics.broadcast`.
+status`` (:class:`pxe_filter.status.recorder.StatusRecorder`), so the two never disagree;
+only what the status does not accumulate (sync durations, files written, broadcast
+entries) is counted here, by the daemon calling :meth:`FilterMetrics.sync` and
+:meth:`FilterMetrics.broadcast`.
 """
 
 import datetime
@@ -15,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from pxe_filter.common.prometheus import new_registry
-from pxe_filter.state import StatusRecorder
+from pxe_filter.status.recorder import StatusRecorder
 
 PREFIX = "ironic_pxe_filter_"
 #: Full syncs take milliseconds (small sites) to seconds (100,000 ports).

@@ -4,7 +4,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pxe_filter.metrics import FilterMetrics
-from pxe_filter.state import StatusRecorder
+from pxe_filter.status.recorder import StatusRecorder
 from pxe_filter.sync import BroadcastResult, SyncResult
 
 

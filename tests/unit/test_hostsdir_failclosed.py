@@ -15,7 +15,7 @@ from pxe_filter.failsafe import FailSafe
 from pxe_filter.hostsdir import RESERVE, WILDCARD, HostsDir
 from pxe_filter.policy import DesiredState
 from pxe_filter.source import MemorySource
-from pxe_filter.state import STATE_NAME, StatusRecorder
+from pxe_filter.status.recorder import STATE_NAME, StatusRecorder
 from pxe_filter.sync import FilterSync
 from tests.support import services
 from tests.support.files import chattr

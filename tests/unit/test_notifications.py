@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from pxe_filter import notifications
 from pxe_filter.common.database import DatabaseError
-from pxe_filter.follower import NotificationFollower
+from pxe_filter.notifications import payloads as notifications
+from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.source import MemorySource
 from pxe_filter.sync import FilterSync
 
@@ -237,7 +237,7 @@ def test_database_error_keeps_the_notification_queued_and_retries(follower):
 def test_malformed_flood_logs_one_line_per_reason(follower, caplog):
     f, _, hostsdir = follower
     before = {p.name: p.read_text() for p in hostsdir.iterdir()}
-    with caplog.at_level(logging.INFO, logger="pxe_filter.follower"):
+    with caplog.at_level(logging.INFO, logger="pxe_filter.notifications.follower"):
         for _ in range(1000):
             f.handle(b"garbage")
     assert f.counts["ignored: malformed"] == 1000 and f.counts["received"] == 1000

@@ -1,11 +1,12 @@
 """Ironic's versioned notifications, read as untrusted input: which node or port may have
 changed.
 
-Only the UUIDs matter: whatever a payload says about states, addresses or times, the follower
-re-reads that node or port from the database (:mod:`pxe_filter.follower`), so a notification
-can never make the files say something the database does not. The payload's address is not
-even kept. Anything that is not a well-formed Ironic
-notification raises :class:`Malformed` with a short reason, for one summary log line.
+Only the UUIDs matter: whatever a payload says about states, addresses or times, the
+follower re-reads that node or port from the database
+(:mod:`pxe_filter.notifications.follower`), so a notification can never make the files say
+something the database does not. The payload's address is not even kept. Anything that is
+not a well-formed Ironic notification raises :class:`Malformed` with a short reason, for one
+summary log line.
 """
 
 import json

@@ -23,9 +23,10 @@ import logging
 import threading
 from collections.abc import Callable, Collection
 
-from pxe_filter import notifications, policy
+from pxe_filter import policy
 from pxe_filter.common import macs
 from pxe_filter.common.database import DatabaseError
+from pxe_filter.notifications import payloads as notifications
 from pxe_filter.source import NodeRow, Source
 from pxe_filter.sync import FilterSync
 

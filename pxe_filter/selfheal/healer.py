@@ -14,7 +14,7 @@ from typing import NoReturn
 
 from pxe_filter.checks import FatalError, HostsdirLock
 from pxe_filter.dnsmasq.control import Control, ControlError
-from pxe_filter.state import StatusRecorder
+from pxe_filter.status.recorder import StatusRecorder
 from pxe_filter.sync import FilterSync
 
 LOG = logging.getLogger("pxe_filter.daemon")  # the name operators already grep for
