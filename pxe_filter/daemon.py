@@ -18,7 +18,6 @@ from oslo_config import cfg
 from pxe_filter.checks import (
     FatalConfigError,
     FatalError,
-    HostsdirLock,
     check_hostsdir,
     check_sqlite_file,
     warn_conflicts,
@@ -30,6 +29,7 @@ from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.failsafe import FailSafe
 from pxe_filter.foreign_files import ForeignReport
+from pxe_filter.hostsdir_lock import HostsdirLock
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.notifications.listener import NotificationListener, kombu_urls
