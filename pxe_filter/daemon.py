@@ -227,6 +227,7 @@ class Daemon:
         self._warned_purge = False
         #: When the last full sync succeeded (monotonic); a database outage counts from it.
         self._last_good_sync = time.monotonic()
+        self._database_failing = False  # the last sync could not read the database
         sync.on_broadcast = self._after_broadcast
         self.failsafe = FailSafe(sync.hostsdir, control, status,
                                  reload_dnsmasq=self._reload_dnsmasq, wake=lifecycle.wake)
@@ -371,6 +372,7 @@ class Daemon:
 
     def _after_sync(self, result: SyncResult, first: bool = False) -> None:
         self._last_good_sync = time.monotonic()
+        self._database_failing = False
         if result.reopened:
             LOG.warning("The database answers again: unknown MACs follow the policy again "
                         "(%s)", "allowed" if result.unknown_allowed else "denied")
@@ -482,7 +484,8 @@ class Daemon:
     def _outage_deadline(self) -> float | None:
         """When unknown MACs are to be closed if no sync succeeds (None: not due)."""
         limit = self.options.outage_deny_unknown
-        if not limit or self.sync.closed_unknown is not None or self.options.sync_period == 0:
+        if not limit or not self._database_failing or self.sync.closed_unknown is not None \
+                or self.options.sync_period == 0:
             return None
         return self._last_good_sync + limit
 
@@ -509,6 +512,7 @@ class Daemon:
                       "and the database server; retrying at the next sync", exc)
             systemd.notify(f"STATUS=database error, retrying: {exc}"[:400])
             self.status.error(f"database error: {exc}", write=True)
+            self._database_failing = True
             self._close_unknown_after_outage()
             return
         except OSError as exc:

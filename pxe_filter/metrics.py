@@ -83,13 +83,15 @@ def _notifications(counts: dict[str, int]) -> Iterator[Metric]:
     received = _counter("notifications_received", "Ironic notifications received",
                         counts.get("received", 0))
     handled = CounterMetricFamily(
-        PREFIX + "notifications", "Ironic notifications by outcome (applied, not_relevant, "
-        "ignored) and, for ignored ones, why", labels=["outcome", "reason"])
+        PREFIX + "notifications", "Ironic notifications by outcome (applied: nodes and ports "
+        "re-read and applied, not_relevant, ignored; retried: batches kept queued) and why",
+        labels=["outcome", "reason"])
     handled.add_metric(["applied", ""], counts.get("applied", 0))
     handled.add_metric(["not_relevant", ""], counts.get("not relevant", 0))
     for key, value in sorted(counts.items()):
-        if key.startswith("ignored: "):
-            handled.add_metric(["ignored", _slug(key.removeprefix("ignored: "))], value)
+        for outcome in ("ignored", "retried"):
+            if key.startswith(f"{outcome}: "):
+                handled.add_metric([outcome, _slug(key.removeprefix(f"{outcome}: "))], value)
     yield received
     yield handled
 

@@ -14,9 +14,10 @@ import sqlalchemy as sa
 
 from inspection.db import migration
 from inspection.db.models import Node, Port
-from pxe_filter import broadcast, selfheal
+from pxe_filter import broadcast
 from pxe_filter.common import messaging
 from pxe_filter.common.database import create_engine
+from pxe_filter.selfheal import watcher as selfheal
 from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import FilterSync
 from tests.support import files
