@@ -12,6 +12,7 @@ import pytest
 
 from pxe_filter.dnsmasq.control import RELOADED, Control
 from pxe_filter.failsafe import FailSafe
+from pxe_filter.foreign_files import remove_foreign
 from pxe_filter.hostsdir import RESERVE, WILDCARD, HostsDir
 from pxe_filter.policy import DesiredState
 from pxe_filter.source import MemorySource
@@ -242,3 +243,39 @@ def test_failsafe_without_control_asks_the_daemon_to_exit(tmp_path, hd):
         chattr("-i", tmp_path / M1)
     assert safe.fatal and "BindsTo" in safe.fatal
     assert status.fail_closed_reason.startswith("exiting: ")
+
+
+def test_failsafe_reloads_after_a_foreign_file_is_removed(tmp_path, hd):
+    safe, _, reloads = _failsafe(tmp_path, hd, RecordingControl())
+    (tmp_path / "zz-all").write_text("*:*:*:*:*:*\n")
+    hd.scan()
+    safe.after_foreign(remove_foreign(hd))
+    assert len(reloads) == 1 and "zz-all" in reloads[0]
+    safe.after_foreign(remove_foreign(hd))  # nothing new: no second reload
+    assert len(reloads) == 1
+
+
+def test_failsafe_stops_dnsmasq_while_a_foreign_file_stays(tmp_path, hd):
+    control = RecordingControl()
+    safe, status, _ = _failsafe(tmp_path, hd, control)
+    (tmp_path / "zz-extra").write_text(f"{M1}\n")
+    hd.scan()
+    chattr("+i", tmp_path / "zz-extra")
+    try:
+        safe.after_foreign(remove_foreign(hd))
+        assert control.calls == ["halt"] and "zz-extra" in status.fail_closed_reason
+        safe.after_writes(_sync(hd, DesiredState(deny={M1})), True)
+        assert control.calls == ["halt"]  # still there: dnsmasq stays stopped
+    finally:
+        chattr("-i", tmp_path / "zz-extra")
+    safe.after_foreign(remove_foreign(hd))
+    safe.after_writes(_sync(hd, DesiredState(deny={M1})), True)
+    assert control.calls == ["halt", "start"] and not status.fail_closed
+
+
+def test_failsafe_without_control_exits_after_a_foreign_file_is_removed(tmp_path, hd):
+    safe, _, _ = _failsafe(tmp_path, hd, Control())
+    (tmp_path / "zz-all").write_text("*:*:*:*:*:*\n")
+    hd.scan()
+    safe.after_foreign(remove_foreign(hd))
+    assert safe.fatal and "no [dnsmasq]control can reload it" in safe.fatal
