@@ -402,6 +402,9 @@ class Daemon:
         for name in report.gone:
             LOG.warning("%s, a file the filter did not write, was deleted by someone else; "
                         "dnsmasq applies it until it is reloaded", os.path.join(path, name))
+        if self.once and report.reload_needed:
+            LOG.warning("A running dnsmasq applies the removed files until it is reloaded: "
+                        "send it SIGHUP")
         self.metrics.foreign(report)
         if report.removed or report.neutralised:
             shown = ", ".join([*report.removed, *report.neutralised][:3])

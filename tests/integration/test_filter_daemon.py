@@ -108,10 +108,13 @@ def test_daemon_follows_the_database(db_url, tmp_path, hostsdir):
 def test_once_syncs_and_exits(sqlite_url, tmp_path, hostsdir):
     migration.upgrade(create_engine(sqlite_url))
     add_node(sqlite_url, "inspect wait", [M1])
+    (hostsdir / "zz-extra").write_text(f"{M2}\n")
     result = run_filter(tmp_path, sqlite_url, hostsdir, "--once")
     assert result.returncode == 0, result.stderr
     assert read(hostsdir, M1) == f"{M1}\n"
     assert read(hostsdir, WILDCARD) == ALLOW_ALL
+    assert read(hostsdir, "zz-extra") is None
+    assert "applies the removed files until it is reloaded: send it SIGHUP" in result.stderr
 
 
 def test_deny_unknown_macs_wins_over_discovery_with_a_warning(sqlite_url, tmp_path, hostsdir):
