@@ -118,14 +118,17 @@ class NotificationFollower:
             return True
         try:
             self.apply(nodes, ports)
-        except DatabaseError as exc:
+        except Exception as exc:  # the thread must live on: kept queued, retried
             with self._queue:
                 self._nodes |= nodes
                 self._ports |= ports
-            self.counts["retried: database error"] += 1
+            database = isinstance(exc, DatabaseError)
+            self.counts[f"retried: {'database error' if database else 'error'}"] += 1
             if not self._failing:
-                LOG.warning("Ironic notifications not applied yet: %s; retrying every %.0f s "
-                            "(nothing is dropped)", exc, RETRY_INTERVAL)
+                LOG.log(logging.WARNING if database else logging.ERROR,
+                        "Ironic notifications not applied yet: %s; retrying every %.0f s "
+                        "(nothing is dropped)", exc if database else repr(exc),
+                        RETRY_INTERVAL)
             self._failing = True
             return False
         if self._failing:
