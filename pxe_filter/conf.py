@@ -55,7 +55,7 @@ pxe_filter_opts = [
                help="Where the daemon writes its figures (JSON, atomically) after every "
                     "sync, broadcast and repair; read by 'ironic-pxe-filter status'. "
                     "Default: .ironic-pxe-filter.status.json in the hostsdir (dnsmasq "
-                    "ignores dotfiles)."),
+                    "ignores dotfiles); in the hostsdir, only a dotfile is accepted."),
     cfg.PortOpt("prometheus_port", default=0,
                 help="Port on which the daemon serves Prometheus metrics (GET /metrics, "
                      "names ironic_pxe_filter_*); 0 serves none."),

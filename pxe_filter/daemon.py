@@ -103,6 +103,12 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
     try:
         hostsdir = check_hostsdir(conf.pxe_filter.dhcp_hostsdir)
         state_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
+        if os.path.dirname(os.path.abspath(state_path)) == hostsdir \
+                and not os.path.basename(state_path).startswith("."):
+            raise FatalConfigError(f"[pxe_filter]state_file {state_path} is in the hostsdir: "
+                                   f"dnsmasq would read it, and the filter removes every file "
+                                   f"there it does not manage; name it with a leading dot or "
+                                   f"put it elsewhere")
         transport_url = None if once else messaging.configured_transport_url(conf)
         notification_url = None
         if conf.pxe_filter.ironic_notifications and not once:

@@ -271,6 +271,16 @@ def test_bad_options_exit_2(extra, expected, sqlite_url, tmp_path, hostsdir):
     assert os.listdir(hostsdir) == []  # refused before touching anything
 
 
+def test_state_file_in_the_hostsdir_is_refused(sqlite_url, tmp_path, hostsdir):
+    # dnsmasq would read it, and the filter removes files it does not manage from there.
+    result = run_filter(tmp_path, sqlite_url, hostsdir, extra_conf={
+        "pxe_filter": {"state_file": str(hostsdir / "status.json")}})
+    assert result.returncode == 2, result.stderr
+    lines = critical_lines(result.stderr)
+    assert len(lines) == 1 and "is in the hostsdir" in lines[0], result.stderr
+    assert os.listdir(hostsdir) == []
+
+
 def test_missing_config_file_exits_2(tmp_path):
     proc = subprocess.run([*filter_command(), "--config-file", str(tmp_path / "nope.conf")],
                           capture_output=True, text=True, timeout=60)
