@@ -257,16 +257,16 @@ def test_install_is_atomic_0644_and_reports_changes(tmp_path):
     conf = make_conf(tmp_path)
     old_umask = os.umask(0o077)  # the file must stay readable by dnsmasq whatever the umask
     try:
-        assert config.render_and_install(conf, str(target)) is True
+        assert render_and_install(conf, target) is True
     finally:
         os.umask(old_umask)
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
     assert target.read_text() == config.render_conf(conf)
     inode = target.stat().st_ino
-    assert config.render_and_install(conf, str(target)) is False
+    assert render_and_install(conf, target) is False
     assert target.stat().st_ino == inode  # unchanged: not rewritten
     conf.set_override("lease_time", "1h", group="dnsmasq")
-    assert config.render_and_install(conf, str(target)) is True
+    assert render_and_install(conf, target) is True
     assert target.stat().st_ino != inode  # replaced by rename, never rewritten in place
     assert "dhcp-range=192.0.2.100,192.0.2.200,255.255.255.0,1h" in target.read_text()
     assert os.listdir(target.parent) == ["dnsmasq.conf"]
@@ -280,7 +280,7 @@ def test_configuration_refused_by_dnsmasq_keeps_the_old_file(tmp_path):
                         "bogus-option=1\n")
     conf = make_conf(tmp_path, {**BASE, "template": str(template)})
     with pytest.raises(config.DnsmasqTestFailed) as info:
-        config.render_and_install(conf, str(target))
+        render_and_install(conf, target)
     assert "line 3: 'bogus-option=1'" in str(info.value)
     assert "bad option" in str(info.value)
     assert target.read_text() == "# the running configuration\nport=0\n"
@@ -292,7 +292,7 @@ def test_invalid_values_keep_the_old_file(tmp_path):
     target.write_text("port=0\n")
     conf = make_conf(tmp_path, {**BASE, "dhcp_ranges": "192.0.2.9,192.0.2.1"})
     with pytest.raises(InvalidSettings):
-        config.render_and_install(conf, str(target))
+        render_and_install(conf, target)
     assert target.read_text() == "port=0\n"
 
 
@@ -364,3 +364,8 @@ def test_template_shipped_in_etc_is_the_default():
 def test_dnsmasq_binary_missing_is_a_clear_error():
     with pytest.raises(DnsmasqConfigError, match="not found: install dnsmasq-base"):
         config.check("port=0\n", binary="no-such-dnsmasq")
+
+
+def render_and_install(conf, target) -> bool:
+    """What ``render-dnsmasq-config`` does: render, check with dnsmasq, install."""
+    return config.install(config.render_conf(conf), str(target), conf.dnsmasq.binary)
