@@ -1,0 +1,95 @@
+"""The ``ipmi`` hardware type's BMC client, on pyghmi (as Ironic's ipmi driver).
+
+driver_info keys are Ironic's: ``ipmi_address``, ``ipmi_port`` (623), ``ipmi_username``
+and ``ipmi_password``. IPMI has no UEFI HTTP boot: such nodes need Redfish.
+"""
+
+import contextlib
+from collections.abc import Mapping
+
+from pyghmi import exceptions as pyghmi_exc
+from pyghmi.ipmi import command
+
+from inspection.power import drivers
+from inspection.power.errors import BmcError
+
+_TARGETS = {drivers.POWER_ON: "on", drivers.POWER_OFF: "off", drivers.REBOOT: "reset",
+            drivers.SOFT_REBOOT: "reset", drivers.SOFT_POWER_OFF: "shutdown"}
+#: pyghmi's words for refused credentials.
+_AUTH_WORDS = ("password", "unauthorized", "username", "privilege", "user name")
+
+
+def _port(value: object) -> int:
+    if value in (None, ""):
+        return 623
+    try:
+        port = int(str(value))
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:
+        raise BmcError(f"ipmi_port {str(value)[:20]!r} is not a port number",
+                       retryable=False, kind="invalid")
+    return port
+
+
+def translate(exc: Exception, where: str) -> BmcError:
+    """A :class:`BmcError` naming what went wrong with the BMC at ``where``."""
+    text = str(exc)
+    if text in ("", "None"):  # pyghmi's login gave up on a BMC that never answered
+        return BmcError(f"IPMI BMC {where} did not answer in time", kind="timeout")
+    lowered = text.lower()
+    if any(word in lowered for word in _AUTH_WORDS):
+        return BmcError(f"IPMI BMC {where} refused the credentials ({text}): check "
+                        f"ipmi_username and ipmi_password", retryable=False, kind="auth")
+    if "timeout" in lowered or "timed out" in lowered:
+        return BmcError(f"IPMI BMC {where} did not answer in time", kind="timeout")
+    if isinstance(exc, OSError):
+        return BmcError(f"cannot reach IPMI BMC {where}: {text}", kind="unreachable")
+    return BmcError(f"IPMI BMC {where}: {text}"[:500])
+
+
+class IpmiClient:
+    """An IPMI v2 (RMCP+) session to one BMC, logged out on :meth:`close`."""
+
+    def __init__(self, info: Mapping, timeout: float) -> None:
+        port = _port(info.get("ipmi_port"))
+        self.where = f"{info['ipmi_address']}:{port}"
+        # pyghmi gives up on a silent BMC by itself after a few seconds of retransmits.
+        try:
+            self.cmd = command.Command(bmc=str(info["ipmi_address"]),
+                                       userid=str(info.get("ipmi_username") or ""),
+                                       password=str(info.get("ipmi_password") or ""),
+                                       port=port, keepalive=False)
+        except (pyghmi_exc.PyghmiException, OSError) as exc:
+            raise translate(exc, self.where) from None
+
+    def _call(self, func, *args, **kwargs):
+        try:
+            result = func(*args, **kwargs)
+        except (pyghmi_exc.PyghmiException, OSError) as exc:
+            raise translate(exc, self.where) from None
+        if isinstance(result, dict) and "error" in result:
+            raise translate(pyghmi_exc.IpmiException(result["error"]), self.where)
+        return result
+
+    def power_state(self) -> str:
+        """Read the chassis power state."""
+        state = self._call(self.cmd.get_power).get("powerstate")
+        return drivers.POWER_ON if state == "on" else drivers.POWER_OFF
+
+    def set_power(self, target: str) -> None:
+        """Send the chassis control command for ``target`` (not waiting for it)."""
+        self._call(self.cmd.set_power, _TARGETS[target], wait=False)
+
+    def set_boot_once(self, device: str, boot_mode: str | None) -> None:
+        """Network boot at the next start (the boot mode only when the node says UEFI)."""
+        if device != drivers.PXE:
+            raise BmcError("IPMI cannot set UEFI HTTP boot: use the redfish hardware type",
+                           retryable=False, kind="unsupported")
+        self._call(self.cmd.set_bootdev, "network", persist=False,
+                   uefiboot=boot_mode == "uefi")
+
+    def close(self) -> None:
+        """Log out."""
+        with contextlib.suppress(Exception):  # the BMC drops idle sessions by itself
+            self.cmd.ipmi_session.logout()
