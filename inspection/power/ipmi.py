@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from pyghmi import exceptions as pyghmi_exc
 from pyghmi.ipmi import command
+from pyghmi.ipmi.private import session
 
 from inspection.power import drivers
 from inspection.power.errors import BmcError
@@ -54,13 +55,17 @@ class IpmiClient:
     def __init__(self, info: Mapping, timeout: float) -> None:
         port = _port(info.get("ipmi_port"))
         self.where = f"{info['ipmi_address']}:{port}"
+        address = str(info["ipmi_address"])
+        user = str(info.get("ipmi_username") or "")
+        password = str(info.get("ipmi_password") or "")
+        # A login that failed stays in pyghmi's table and would be handed out again.
+        session.Session.initting_sessions.pop((address, user, password, port, None), None)
         # pyghmi gives up on a silent BMC by itself after a few seconds of retransmits.
         try:
-            self.cmd = command.Command(bmc=str(info["ipmi_address"]),
-                                       userid=str(info.get("ipmi_username") or ""),
-                                       password=str(info.get("ipmi_password") or ""),
+            self.cmd = command.Command(bmc=address, userid=user, password=password,
                                        port=port, keepalive=False)
         except (pyghmi_exc.PyghmiException, OSError) as exc:
+            session.Session.initting_sessions.pop((address, user, password, port, None), None)
             raise translate(exc, self.where) from None
 
     def _call(self, func, *args, **kwargs):
@@ -90,6 +95,13 @@ class IpmiClient:
                    uefiboot=boot_mode == "uefi")
 
     def close(self) -> None:
-        """Log out."""
+        """Log out, and make pyghmi forget the session."""
+        ipmi_session = self.cmd.ipmi_session
         with contextlib.suppress(Exception):  # the BMC drops idle sessions by itself
-            self.cmd.ipmi_session.logout()
+            ipmi_session.logout()
+        # pyghmi keeps handing out a logged-out session for the same BMC and credentials
+        # (it stays in its table of sessions being set up); the next one must log in afresh.
+        table = session.Session.initting_sessions
+        for key, value in list(table.items()):
+            if value is ipmi_session:
+                table.pop(key, None)
