@@ -99,8 +99,7 @@ class RedfishClient:
             raise translate(exc, self.address) from None
 
     def power_state(self) -> str:
-        """Read the system's power state afresh."""
-        self._call(self.system.refresh)
+        """The system's power state (read when the session opened: one session per call)."""
         state = self.system.power_state
         # As Ironic maps them: a machine powering on counts as on.
         return drivers.POWER_ON if state in (sushy.POWER_STATE_ON,
