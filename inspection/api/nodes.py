@@ -285,6 +285,8 @@ def _manage(node_ident: str) -> None:
         # once the BMC actor has read its power state.
         verify = node.provision_state == ENROLL and power_tasks.manages_boot(node)
         states.apply(node, states.VERIFY if verify else states.MANAGE)
+        if verify:
+            power_tasks.start_verification(node)
         node.last_error = None
     if verify:
         c.dispatcher.wake_power()

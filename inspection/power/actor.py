@@ -119,9 +119,10 @@ class PowerActor:
             node = session.get(Node, node_id)
             if node is None or not tasks.due(node):
                 return
-            if node.provision_state == VERIFYING:
+            action = tasks.pending(node)["action"]  # due: there is one
+            if action == tasks.VERIFY:
                 self._verify(node)
-            elif node.provision_state == INSPECTING:
+            elif action == tasks.BOOT:
                 ports = self._boot(session, node)
             else:
                 self._power(node)
@@ -136,11 +137,13 @@ class PowerActor:
         try:
             state = self._bmc(node, lambda c: c.power_state(), "Verifying the BMC")
         except BmcError as exc:
+            tasks.step_done(node)
             states.apply(node, states.FAIL)
             node.last_error = last_error_text(
                 f"Failed to verify the BMC of node {node.uuid} (power state read): {exc}")
             LOG.warning("Node %s stays in enroll: %s", node.uuid, node.last_error)
             return
+        tasks.step_done(node)
         node.power_state = state
         states.apply(node, states.DONE)
         node.last_error = None
@@ -160,12 +163,14 @@ class PowerActor:
         try:
             action = self._bmc(node, boot, "Booting for inspection")
         except BmcError as exc:
+            tasks.step_done(node)
             # A BMC that just failed is not asked to power off as well.
             node.driver_internal_info = {k: v for k, v in (node.driver_internal_info or {})
                                          .items() if k != tasks.POWER_OFF_KEY}
             LOG.warning("Inspection of node %s failed: cannot boot it: %s", node.uuid, exc)
             return fail_inspection(session, node, f"Failed to boot node {node.uuid} from the "
                                                   f"network for inspection: {exc}")
+        tasks.step_done(node)
         states.apply(node, states.WAIT)
         node.inspection_started_at = utcnow()  # the ramdisk's time starts at power on
         tasks.sent(node, action, self.change_timeout, self.interval)
@@ -174,9 +179,6 @@ class PowerActor:
 
     def _power(self, node: Node) -> None:
         task = tasks.pending(node)
-        if task is None:
-            tasks.finish(node, None)
-            return
         action = task["action"]
         if "deadline" not in task:
             try:

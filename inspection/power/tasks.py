@@ -1,10 +1,11 @@
 """BMC work pending for a node, recorded on the node itself so that any worker can do it
 and a crash loses nothing.
 
-The provision state says what to do for ``verifying`` (read the power state) and
-``inspecting`` (boot from the network). A power change is ``target_power_state`` plus
-``driver_internal_info['bmc_task']``: the action, and once the BMC accepted it, until when
-the change may take.
+``driver_internal_info['bmc_task']`` holds the action: ``verify`` (node in ``verifying``:
+read the power state), ``boot`` (node in ``inspecting``: boot from the network) or a power
+change (with ``target_power_state``; once the BMC accepted it, until when the change may
+take). Only nodes with such a task are touched: a database shared with Ironic has nodes in
+the same states that Ironic's conductors drive.
 """
 
 import time
@@ -20,6 +21,9 @@ from inspection.power import drivers
 MANAGED_KEY = "inspector_manage_boot"
 POWER_OFF_KEY = "inspection_power_off"
 TASK_KEY = "bmc_task"
+#: Tasks that go with a provision state rather than a power change.
+VERIFY, BOOT = "verify", "boot"
+_STEP_STATES = {VERIFY: "verifying", BOOT: "inspecting"}
 
 
 def manages_boot(node: Node) -> bool:
@@ -42,8 +46,14 @@ def start_inspection(node: Node, conf: cfg.ConfigOpts) -> bool:
     if not manages_boot(node):
         _set_info(node, **{MANAGED_KEY: None, POWER_OFF_KEY: None})
         return False
-    _set_info(node, **{MANAGED_KEY: True, POWER_OFF_KEY: bool(conf.inspector.power_off)})
+    _set_info(node, **{MANAGED_KEY: True, POWER_OFF_KEY: bool(conf.inspector.power_off),
+                       TASK_KEY: {"action": BOOT}})
     return True
+
+
+def start_verification(node: Node) -> None:
+    """Have the BMC actor read the power state of a node going to ``verifying``."""
+    _set_info(node, **{TASK_KEY: {"action": VERIFY}})
 
 
 def end_inspection(node: Node) -> None:
@@ -68,11 +78,14 @@ def request(node: Node, action: str, timeout: int | None = None) -> None:
 
 
 def pending(node: Node) -> dict | None:
-    """The node's power task, or None (junk written by others counts as none)."""
+    """The node's task, or None (junk written by others counts as none)."""
     task = (node.driver_internal_info or {}).get(TASK_KEY)
-    if not isinstance(task, dict) or task.get("action") not in drivers.POWER_TARGETS:
+    if not isinstance(task, dict):
         return None
-    return task
+    action = task.get("action")
+    if action in _STEP_STATES:
+        return task if node.provision_state == _STEP_STATES[action] else None
+    return task if action in drivers.POWER_TARGETS else None
 
 
 def sent(node: Node, action: str, timeout: float, interval: float) -> None:
@@ -93,11 +106,16 @@ def finish(node: Node, power_state: str | None) -> None:
     _set_info(node, **{TASK_KEY: None})
 
 
+def step_done(node: Node) -> None:
+    """A verification or a boot is over (the boot may leave a power change to confirm)."""
+    task = pending(node)
+    if task is not None and task["action"] in _STEP_STATES:
+        _set_info(node, **{TASK_KEY: None})
+
+
 def due(node: Node, now: float | None = None) -> bool:
-    """Whether the node has BMC work to do now."""
-    if node.provision_state in ("verifying", "inspecting"):
-        return True
+    """Whether the node has BMC work of this service to do now."""
     task = pending(node)
     if task is None:
-        return node.target_power_state is not None  # a stale target: cleared by the actor
+        return False
     return float(task.get("next") or 0) <= (now if now is not None else time.time())
