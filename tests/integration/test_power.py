@@ -352,3 +352,18 @@ def test_unmanaged_nodes_are_inspected_as_before(api):
                                    "driver_info: redfish_address"}
     refused = api.client.put("/v1/nodes/no-address/states/power", json={"target": "power on"})
     assert refused.status_code == 400
+
+
+def test_inspecting_without_a_bmc_actor_times_out(api, ipmi_bmc):
+    enroll(api, "ipmi-stuck", "ipmi", ipmi_bmc.driver_info())
+    provision(api, "ipmi-stuck", "manage")
+    wait_state(api, "ipmi-stuck", "manageable")
+    c = api.context
+    c.dispatcher.power.stop()  # as in split mode with no worker running
+    provision(api, "ipmi-stuck", "inspect")
+    assert node(api, "ipmi-stuck")["provision_state"] == "inspecting"
+    later = utcnow().replace(year=utcnow().year + 1)
+    assert len(fail_timed_out(c.engine, c.conf, c.notifier, now=later)) == 1
+    failed = node(api, "ipmi-stuck")
+    assert failed["provision_state"] == "inspect failed"
+    assert "is an ironic-inspection-worker running?" in failed["last_error"]
