@@ -228,6 +228,11 @@ def test_redfish_bmc_problems_keep_the_node_enrolled(make_api, emulator, case):
     assert failed["target_provision_state"] is None
     after = metrics.BMC_REQUESTS.labels(driver="redfish", outcome="failed")._value.get()
     assert after == before + 1
+    kind = {"wrong credentials": "auth", "unreachable": "unreachable", "hanging": "timeout",
+            "missing system": "invalid"}[case]
+    scraped = api.client.get("/metrics").get_data(as_text=True)
+    assert f'ironic_inspection_bmc_failures_total{{driver="redfish",kind="{kind}"}}' in scraped
+    assert "ironic_inspection_bmc_sessions_open 0.0" in scraped
 
 
 def test_fleet_of_50_inspected_with_8_sessions(make_api, emulator):
