@@ -200,7 +200,8 @@ class PowerActor:
             LOG.info("Node %s is in %s", node.uuid, state)
         elif time.time() > float(task["deadline"]):
             tasks.finish(node, state)
-            self._power_failed(node, f"Timed out after {self.change_timeout} s waiting for "
+            allowed = task.get("timeout") or self.change_timeout
+            self._power_failed(node, f"Timed out after {allowed} s waiting for "
                                      f"the power state {want!r} ({action}); the BMC reports "
                                      f"{state!r}")
         else:
