@@ -5,6 +5,7 @@ and ``ipmi_password``. IPMI has no UEFI HTTP boot: such nodes need Redfish.
 """
 
 import contextlib
+import threading
 from collections.abc import Mapping
 
 from pyghmi import exceptions as pyghmi_exc
@@ -16,8 +17,17 @@ from inspection.power.errors import BmcError
 
 _TARGETS = {drivers.POWER_ON: "on", drivers.POWER_OFF: "off", drivers.REBOOT: "reset",
             drivers.SOFT_REBOOT: "reset", drivers.SOFT_POWER_OFF: "shutdown"}
+#: pyghmi's session table is not safe against two logins to one BMC at once (KeyError):
+#: logins and logouts to one address and port take turns; other BMCs are not held up.
+_BMC_LOCKS: dict[tuple[str, int], threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
 #: pyghmi's words for refused credentials.
 _AUTH_WORDS = ("password", "unauthorized", "username", "privilege", "user name")
+
+
+def _bmc_lock(address: str, port: int) -> threading.Lock:
+    with _LOCKS_LOCK:
+        return _BMC_LOCKS.setdefault((address, port), threading.Lock())
 
 
 def _port(value: object) -> int:
@@ -58,20 +68,25 @@ class IpmiClient:
         address = str(info["ipmi_address"])
         user = str(info.get("ipmi_username") or "")
         password = str(info.get("ipmi_password") or "")
-        # A login that failed stays in pyghmi's table and would be handed out again.
-        session.Session.initting_sessions.pop((address, user, password, port, None), None)
+        key = (address, user, password, port, None)
+        self._lock = _bmc_lock(address, port)
         # pyghmi gives up on a silent BMC by itself after a few seconds of retransmits.
-        try:
-            self.cmd = command.Command(bmc=address, userid=user, password=password,
-                                       port=port, keepalive=False)
-        except (pyghmi_exc.PyghmiException, OSError) as exc:
-            session.Session.initting_sessions.pop((address, user, password, port, None), None)
-            raise translate(exc, self.where) from None
+        with self._lock:
+            # A login that failed stays in pyghmi's table and would be handed out again.
+            session.Session.initting_sessions.pop(key, None)
+            try:
+                self.cmd = command.Command(bmc=address, userid=user, password=password,
+                                           port=port, keepalive=False)
+            except Exception as exc:  # pyghmi raises more than its own exceptions
+                session.Session.initting_sessions.pop(key, None)
+                raise translate(exc, self.where) from None
 
     def _call(self, func, *args, **kwargs):
         try:
             result = func(*args, **kwargs)
-        except (pyghmi_exc.PyghmiException, OSError) as exc:
+        except BmcError:
+            raise
+        except Exception as exc:  # pyghmi raises more than its own exceptions
             raise translate(exc, self.where) from None
         if isinstance(result, dict) and "error" in result:
             raise translate(pyghmi_exc.IpmiException(result["error"]), self.where)
@@ -97,11 +112,13 @@ class IpmiClient:
     def close(self) -> None:
         """Log out, and make pyghmi forget the session."""
         ipmi_session = self.cmd.ipmi_session
-        with contextlib.suppress(Exception):  # the BMC drops idle sessions by itself
-            ipmi_session.logout()
-        # pyghmi keeps handing out a logged-out session for the same BMC and credentials
-        # (it stays in its table of sessions being set up); the next one must log in afresh.
-        table = session.Session.initting_sessions
-        for key, value in list(table.items()):
-            if value is ipmi_session:
-                table.pop(key, None)
+        with self._lock:
+            with contextlib.suppress(Exception):  # the BMC drops idle sessions by itself
+                ipmi_session.logout()
+            # pyghmi keeps handing out a logged-out session for the same BMC and
+            # credentials (it stays in its table of sessions being set up); the next one
+            # must log in afresh.
+            table = session.Session.initting_sessions
+            for key, value in list(table.items()):
+                if value is ipmi_session:
+                    table.pop(key, None)
