@@ -151,10 +151,11 @@ class PowerActor:
 
     def _boot(self, session: Session, node: Node) -> NodePorts | None:
         device = drivers.boot_device(node.boot_interface)
+        mode = drivers.boot_mode(node.boot_mode, node.properties)
         reboot_only = bool(node.disable_power_off)
 
         def boot(client: drivers.BmcClient) -> str:
-            client.set_boot_once(device, node.boot_mode)
+            client.set_boot_once(device, mode)
             action = drivers.REBOOT if reboot_only or \
                 client.power_state() == drivers.POWER_ON else drivers.POWER_ON
             client.set_power(action)

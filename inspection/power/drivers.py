@@ -8,6 +8,7 @@ driver_info names the BMC's address; every other node (``fake-hardware``,
 from collections.abc import Mapping
 from typing import Protocol
 
+from inspection.common.capabilities import parse_capabilities
 from inspection.power.errors import BmcError
 
 POWER_ON, POWER_OFF = "power on", "power off"
@@ -59,6 +60,14 @@ def missing_info(driver: str | None, driver_info: Mapping | None) -> list[str]:
 def boot_device(boot_interface: str | None) -> str:
     """The network boot device inspection uses for a node with ``boot_interface``."""
     return UEFI_HTTP if boot_interface in HTTP_BOOT_INTERFACES else PXE
+
+
+def boot_mode(node_boot_mode: str | None, properties: Mapping | None) -> str | None:
+    """``uefi`` or ``bios``: the node's ``boot_mode``, else its ``boot_mode`` capability (as
+    Ironic reads it), else None (the BMC keeps its own)."""
+    mode = node_boot_mode or parse_capabilities((properties or {}).get("capabilities")).get(
+        "boot_mode")
+    return mode if mode in ("uefi", "bios") else None
 
 
 def open_client(driver: str | None, driver_info: Mapping | None, timeout: float) -> BmcClient:

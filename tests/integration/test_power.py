@@ -9,9 +9,10 @@ its own state directory and distinct systems per test.
 import time
 
 import pytest
+import sqlalchemy as sa
 
 from inspection import metrics
-from inspection.db.models import utcnow
+from inspection.db.models import Node, utcnow
 from inspection.timeouts import fail_timed_out
 from tests.integration.api_helpers import Api, api_conf
 from tests.support.bmcs import IpmiBmc, SilentBmc, SushyEmulator, free_port
@@ -380,3 +381,34 @@ def test_inspecting_without_a_bmc_actor_times_out(api, ipmi_bmc):
     failed = node(api, "ipmi-stuck")
     assert failed["provision_state"] == "inspect failed"
     assert "is an ironic-inspection-worker running?" in failed["last_error"]
+
+
+def _set_ironic_fields(api, node_uuid: str, **values) -> None:
+    with api.context.engine.begin() as conn:  # Ironic's fields, not served by this API
+        conn.execute(sa.update(Node).where(Node.uuid == node_uuid).values(**values))
+
+
+def test_boot_mode_reaches_the_bmc(api, emulator):
+    index = FLEET + 3
+    created = enroll(api, "rf-bios", "redfish", emulator.driver_info(index))
+    _set_ironic_fields(api, created["uuid"], boot_mode="bios")
+    provision(api, "rf-bios", "manage")
+    wait_state(api, "rf-bios", "manageable")
+    provision(api, "rf-bios", "inspect")
+    wait_state(api, "rf-bios", "inspect wait")
+    boot = emulator.system(index)["Boot"]
+    assert (boot["BootSourceOverrideTarget"], boot["BootSourceOverrideMode"]) == (
+        "Pxe", "Legacy")
+
+
+def test_http_boot_over_ipmi_fails_the_inspection_clearly(api, ipmi_bmc):
+    # (The emulated Redfish systems record UEFI HTTP boot without a URL as Pxe.)
+    created = enroll(api, "ipmi-http", "ipmi", ipmi_bmc.driver_info())
+    _set_ironic_fields(api, created["uuid"], boot_interface="http")
+    provision(api, "ipmi-http", "manage")
+    wait_state(api, "ipmi-http", "manageable")
+    provision(api, "ipmi-http", "inspect")
+    failed = wait_state(api, "ipmi-http", "inspect failed")
+    assert "IPMI cannot set UEFI HTTP boot: use the redfish hardware type" in \
+        failed["last_error"]
+    assert failed["target_power_state"] is None

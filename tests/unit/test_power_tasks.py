@@ -33,6 +33,14 @@ def test_boot_device_follows_the_boot_interface(interface, device):
     assert drivers.boot_device(interface) == device
 
 
+@pytest.mark.parametrize(("column", "properties", "mode"), [
+    ("uefi", {}, "uefi"), (None, {"capabilities": "boot_mode:bios,cpu_vt:true"}, "bios"),
+    ("bios", {"capabilities": "boot_mode:uefi"}, "bios"), (None, {}, None),
+    (None, {"capabilities": "boot_mode:floppy"}, None)])
+def test_boot_mode_from_the_node_or_its_capability(column, properties, mode):
+    assert drivers.boot_mode(column, properties) == mode
+
+
 def _node(**columns) -> Node:
     columns.setdefault("driver", "redfish")
     columns.setdefault("driver_info", {"redfish_address": "https://bmc"})
