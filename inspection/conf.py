@@ -58,6 +58,34 @@ inspector_opts = [
     cfg.IntOpt("inspect_wait_timeout", default=1800, min=0,
                help="Seconds a node may stay in 'inspect wait' before inspection fails; "
                     "0 disables the timeout."),
+    cfg.BoolOpt("power_off", default=True,
+                help="Power off a node whose boot this service manages (hardware types "
+                     "redfish and ipmi) when its inspection ends: processed, failed, "
+                     "aborted or timed out."),
+]
+
+bmc_opts = [
+    cfg.IntOpt("max_sessions", default=8, min=1,
+               help="BMC sessions (Redfish or IPMI) this process opens at once; more work "
+                    "waits for a free one, so inspecting many nodes together never opens "
+                    "a session per node."),
+    cfg.FloatOpt("call_timeout", default=10.0, min=0.1,
+                 help="Seconds one BMC request may take (connecting and answering) before it "
+                      "counts as failed."),
+    cfg.IntOpt("call_retries", default=2, min=0,
+               help="Retries of a BMC request that failed for a reason that may pass "
+                    "(timeout, connection refused, server error); refused credentials are "
+                    "never retried."),
+    cfg.FloatOpt("retry_interval", default=1.0, min=0.0,
+                 help="Seconds before the first retry of a BMC request; each further retry "
+                      "waits twice as long."),
+    cfg.IntOpt("power_state_change_timeout", default=60, min=1,
+               help="Seconds a machine has to reach the requested power state (as Ironic's "
+                    "[conductor]power_state_change_timeout); later, last_error says so."),
+    cfg.FloatOpt("poll_interval", default=2.0, min=0.1,
+                 help="Seconds between looks for pending BMC work (a verification, a boot "
+                      "for inspection, a power change) and between power state reads while "
+                      "a change is applied."),
 ]
 
 inspection_rules_opts = [
@@ -197,6 +225,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(api_opts, group="api")
     conf.register_opts(worker_opts, group="worker")
     conf.register_opts(processing_opts, group="processing")
+    conf.register_opts(bmc_opts, group="bmc")
     shared.register_shared_opts(conf)
 
 
@@ -211,5 +240,6 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         ("api", api_opts),
         ("worker", worker_opts),
         ("processing", processing_opts),
+        ("bmc", bmc_opts),
         ("pxe_filter", [shared.supported_inspect_interfaces_opt]),
     ]

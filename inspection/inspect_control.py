@@ -26,6 +26,7 @@ from inspection.db.models import (
     utcnow,
 )
 from inspection.errors import NotFound
+from inspection.power import tasks as power_tasks
 from pxe_filter.broadcast import FilterNotifier, NodePorts
 
 LOG = logging.getLogger(__name__)
@@ -69,11 +70,16 @@ def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
                      ) -> Node:
     """Put the node in ``inspect wait`` ready for the ramdisk's data; returns it (detached).
 
-    Raises :class:`NotFound`, :class:`~inspection.errors.NodeLocked` or
-    :class:`~inspection.states.TransitionRefused` (not ``manageable`` nor ``inspect failed``).
+    A node whose BMC this service drives goes to ``inspecting`` instead, until the BMC
+    actor has booted it from the network. Raises :class:`NotFound`,
+    :class:`~inspection.errors.NodeLocked` or :class:`~inspection.states.TransitionRefused`
+    (not ``manageable`` nor ``inspect failed``).
     """
     with _reserved_node(engine, conf, ident) as (session, node):
-        states.apply(node, states.INSPECT)
+        if not states.allowed(node.provision_state, states.INSPECT):
+            raise states.TransitionRefused(states.INSPECT, node.uuid, node.provision_state)
+        managed = power_tasks.start_inspection(node, conf)
+        states.apply(node, states.BOOT if managed else states.INSPECT)
         addresses = bmc.bmc_addresses(node.driver_info, resolver)
         if not addresses:
             LOG.info("Node %s has no usable BMC address: the ramdisk can only find it "
@@ -110,6 +116,7 @@ def _record_failure(session: Session, node: Node, message: str) -> NodePorts:
     info = dict(node.driver_internal_info or {})
     info.pop(bmc.CACHE_KEY, None)
     node.driver_internal_info = info
+    power_tasks.end_inspection(node)
     node.last_error = last_error_text(message)
     node.inspection_finished_at = None
     return node_ports(session, node)

@@ -98,3 +98,17 @@ def show_rules(phase: str) -> None:
     """Make the rule counters of ``phase`` appear (at zero) where that phase runs."""
     RULES_EVALUATED.labels(phase=phase)
     RULES_MATCHED.labels(phase=phase)
+
+#: Why BMC requests failed (the ``kind`` label of BMC_FAILURES).
+BMC_FAILURE_KINDS = ("auth", "unreachable", "timeout", "invalid", "unsupported", "error")
+BMC_REQUESTS = Counter(
+    PREFIX + "bmc_requests", "BMC work (Redfish or IPMI: open a session, then read or change "
+    "power or boot) by hardware type and outcome (ok, failed after its retries)",
+    ["driver", "outcome"], registry=REGISTRY)
+BMC_FAILURES = Counter(
+    PREFIX + "bmc_failures", "Failed BMC attempts, retries included, by hardware type and "
+    "kind (auth, unreachable, timeout, invalid, unsupported, error)",
+    ["driver", "kind"], registry=REGISTRY)
+BMC_SESSIONS = Gauge(
+    PREFIX + "bmc_sessions_open", "BMC sessions open right now (at most [bmc]max_sessions)",
+    registry=REGISTRY)

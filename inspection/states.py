@@ -15,12 +15,18 @@ from inspection.db.models import (
     INSPECT_WAIT,
     INSPECTING,
     MANAGEABLE,
+    VERIFYING,
     Node,
 )
 from inspection.errors import InspectionServiceError
 
 #: Events, named as Ironic names them.
 MANAGE, INSPECT, DONE, FAIL, ABORT = "manage", "inspect", "done", "fail", "abort"
+#: Events of nodes whose BMC this service drives: ``manage`` verifies the BMC first, and
+#: ``inspect`` boots the machine before waiting for the ramdisk (Ironic's states).
+VERIFY, BOOT, WAIT = "verify", "boot", "wait"
+#: What the API user asked for, for the error message of a refused internal event.
+_ASKED = {VERIFY: MANAGE, BOOT: INSPECT}
 
 #: (state, event) -> (new provision_state, new target_provision_state).
 TRANSITIONS: dict[tuple[str, str], tuple[str, str | None]] = {
@@ -34,6 +40,12 @@ TRANSITIONS: dict[tuple[str, str], tuple[str, str | None]] = {
     (INSPECT_WAIT, FAIL): (INSPECT_FAILED, None),
     (INSPECTING, FAIL): (INSPECT_FAILED, None),
     (INSPECT_WAIT, ABORT): (INSPECT_FAILED, None),
+    (ENROLL, VERIFY): (VERIFYING, MANAGEABLE),
+    (VERIFYING, DONE): (MANAGEABLE, None),
+    (VERIFYING, FAIL): (ENROLL, None),
+    (MANAGEABLE, BOOT): (INSPECTING, MANAGEABLE),
+    (INSPECT_FAILED, BOOT): (INSPECTING, MANAGEABLE),
+    (INSPECTING, WAIT): (INSPECT_WAIT, MANAGEABLE),
 }
 
 #: The state of a node when it is created (through the API or by auto-discovery).
@@ -100,5 +112,6 @@ def apply(node: Node, event: str) -> None:
         node.provision_state, node.target_provision_state = TRANSITIONS[
             (node.provision_state or "", event)]
     except KeyError:
-        raise TransitionRefused(event, node.uuid, node.provision_state) from None
+        raise TransitionRefused(_ASKED.get(event, event), node.uuid,
+                                node.provision_state) from None
 

@@ -17,9 +17,10 @@ from sqlalchemy.orm import sessionmaker
 
 from inspection import attempts, locking, metrics
 from inspection.db.engine import session_scope
-from inspection.db.models import INSPECT_WAIT, InspectionCallback, Node, utcnow
+from inspection.db.models import INSPECT_WAIT, INSPECTING, InspectionCallback, Node, utcnow
 from inspection.errors import NodeLocked, NotFound
 from inspection.inspect_control import fail_inspection
+from inspection.power import tasks as power_tasks
 from pxe_filter.broadcast import FilterNotifier
 
 LOG = logging.getLogger(__name__)
@@ -31,11 +32,21 @@ def _started(node: Node) -> datetime | None:
 
 
 def _timed_out_filter(cutoff: datetime):
-    return and_(Node.provision_state == INSPECT_WAIT,
+    # inspecting: a node this service was to boot, while no process did its BMC work.
+    return and_(Node.provision_state.in_((INSPECT_WAIT, INSPECTING)),
                 or_(Node.inspection_started_at < cutoff,
                     and_(Node.inspection_started_at.is_(None),
                          or_(Node.updated_at < cutoff,
                              and_(Node.updated_at.is_(None), Node.created_at < cutoff)))))
+
+
+def _waiting(node: Node) -> bool:
+    # Only our own inspecting nodes: in a database shared with Ironic, its conductors
+    # drive theirs.
+    if node.provision_state == INSPECTING:
+        task = power_tasks.pending(node)
+        return task is not None and task["action"] == power_tasks.BOOT
+    return node.provision_state == INSPECT_WAIT
 
 
 def _data_accepted(node_uuid=Node.uuid):
@@ -79,7 +90,7 @@ def _fail_one(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier, no
           session_scope(sessionmaker(engine)) as session):
         node = session.get(Node, node_id)
         started = _started(node) if node else None
-        if node is None or node.provision_state != INSPECT_WAIT or started is None \
+        if node is None or not _waiting(node) or started is None \
                 or started >= cutoff:
             return None  # processed or restarted since the query
         if session.execute(select(_data_accepted(node.uuid))).scalar():
@@ -87,6 +98,11 @@ def _fail_one(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier, no
         message = (f"Timeout reached while inspecting the node: no inspection data "
                    f"received within {timeout} seconds of the start of inspection at "
                    f"{started.isoformat(sep=' ', timespec='seconds')} UTC")
+        if node.provision_state == INSPECTING:
+            message = (f"Timeout reached while booting the node for inspection: its BMC "
+                       f"was not driven within {timeout} seconds of the start of "
+                       f"inspection at {started.isoformat(sep=' ', timespec='seconds')} UTC "
+                       f"(is an ironic-inspection-worker running?)")
         ports = fail_inspection(session, node, message)
         attempts.discard_callbacks(session, node.uuid)  # any that arrived since the check
         node_uuid = node.uuid

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 from sqlalchemy.engine import Engine
 
+from inspection.power.actor import PowerActor
 from inspection.processing import callbacks
 from inspection.timeouts import TimeoutTask
 from inspection.worker.runner import CallbackRunner
@@ -38,6 +39,9 @@ class Dispatcher(Protocol):
 
     def close(self) -> None:
         """Stop accepting work."""
+
+    def wake_power(self) -> None:
+        """Have BMC work recorded on nodes done soon."""
 
 
 def store(engine: Engine, node_uuid: str, data: dict[str, Any],
@@ -70,6 +74,9 @@ class InProcessDispatcher:
         except BaseException:
             self.timeout_task.stop(timeout=10)
             raise
+        # BMC work runs where processing runs: here, all-in-one.
+        self.power = PowerActor(self.engine, conf, service.notifier)
+        self.power.start()
 
     def dispatch(self, node_uuid: str, data: dict[str, Any], stored: int | None = None,
                  attempt: str | None = None) -> None:
@@ -82,10 +89,15 @@ class InProcessDispatcher:
         """Wait until nothing is stored or running; False on timeout."""
         return self.runner.wait_idle(timeout)
 
+    def wake_power(self) -> None:
+        """Look for BMC work now."""
+        self.power.wake()
+
     def close(self) -> None:
-        """Finish running callbacks (stored ones wait for the next start), stop the timeout
-        task."""
+        """Finish running callbacks and BMC steps (stored work waits for the next start),
+        stop the timeout task."""
         self.runner.stop()
+        self.power.stop()
         self.timeout_task.stop(timeout=10)
 
 
@@ -111,6 +123,10 @@ class RpcDispatcher:
         """Store the data (unless already ``stored``), then queue a wake-up cast."""
         self._wakeups.put(stored if stored is not None
                           else store(self.engine, node_uuid, data, attempt))
+
+    def wake_power(self) -> None:
+        """Wake a worker, whose BMC actor looks for recorded work (0: no callback row)."""
+        self._wakeups.put(0)
 
     def _send(self) -> None:
         while (row_id := self._wakeups.get()) is not None:

@@ -39,6 +39,8 @@ from inspection.api.views import (
     node_view,
 )
 from inspection.db.models import (
+    ENROLL,
+    INSPECTING,
     INSPECTION_STATES,
     MANAGEABLE,
     Node,
@@ -49,6 +51,7 @@ from inspection.db.models import (
 )
 from inspection.errors import InvalidState
 from inspection.inspect_control import node_ports
+from inspection.power import tasks as power_tasks
 
 bp = Blueprint("nodes", __name__)
 
@@ -281,8 +284,15 @@ def _manage(node_ident: str) -> None:
             raise ApiError(404, f"Node {node_ident[:64]} could not be found")
         if node.provision_state == MANAGEABLE:
             return
-        states.apply(node, states.MANAGE)
+        # As Ironic's 'verifying': a node whose BMC this service drives becomes manageable
+        # once the BMC actor has read its power state.
+        verify = node.provision_state == ENROLL and power_tasks.manages_boot(node)
+        states.apply(node, states.VERIFY if verify else states.MANAGE)
+        if verify:
+            power_tasks.start_verification(node)
         node.last_error = None
+    if verify:
+        c.dispatcher.wake_power()
 
 
 @bp.put("/v1/nodes/<ident(\"detail\"):node_ident>/states/provision")
@@ -294,9 +304,12 @@ def set_provision_state(node_ident: str) -> tuple[Response, int, dict]:
         require(_VERB_VERSIONS[target], 406, "Request not acceptable.")
     c = ctx()
     if target == "inspect":
-        inspect_control.start_inspection(c.engine, c.conf, node_ident, c.notifier)
+        node = inspect_control.start_inspection(c.engine, c.conf, node_ident, c.notifier)
+        if node.provision_state == INSPECTING:
+            c.dispatcher.wake_power()
     elif target == "abort":
         inspect_control.abort_inspection(c.engine, c.conf, node_ident, c.notifier)
+        c.dispatcher.wake_power()
     elif target == "manage":
         _manage(node_ident)
     else:

@@ -18,9 +18,9 @@ NODE_FIELDS = ("uuid", "name", "driver", "driver_info", "driver_internal_info", 
                "inspect_interface", "reservation", "last_error", "maintenance",
                "inspection_started_at", "inspection_finished_at", "conductor_group",
                "resource_class", "auto_discovered", "fault", "traits", "instance_uuid",
-               "power_state", "created_at", "updated_at")
+               "power_state", "target_power_state", "created_at", "updated_at")
 #: Node fields that are no column of ``nodes``.
-COMPUTED_NODE_FIELDS = ("fault", "traits", "instance_uuid", "power_state")
+COMPUTED_NODE_FIELDS = ("fault", "traits", "instance_uuid")
 #: What ``?fields=`` may name for nodes; ``links`` is always shown.
 NODE_FIELD_CHOICES = NODE_FIELDS
 PORT_FIELDS = ("uuid", "address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
@@ -46,10 +46,9 @@ def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = No
     """A node as the API shows it (``fields``, if given, instead of the brief or full set);
     ``traits`` are the node's, read by the caller (a separate table)."""
     names = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
-    # Never set by this service: it has no power sync or cleaning (fault), deploys nothing
-    # (instance_uuid) and reads no power state. Null as Ironic shows them unset.
-    computed = {"fault": None, "instance_uuid": None, "power_state": None,
-                "traits": sorted(traits)}
+    # Never set by this service: it has no power sync or cleaning (fault) and deploys
+    # nothing (instance_uuid). Null as Ironic shows them unset.
+    computed = {"fault": None, "instance_uuid": None, "traits": sorted(traits)}
     data = {name: computed[name] if name in computed else _plain(getattr(node, name))
             for name in names}
     for name in _DICT_FIELDS:

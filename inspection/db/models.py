@@ -24,6 +24,7 @@ from inspection.db.types import JsonEncodedDict, JsonEncodedList
 
 # Ironic's provision state strings.
 ENROLL = "enroll"
+VERIFYING = "verifying"
 MANAGEABLE = "manageable"
 INSPECTING = "inspecting"
 INSPECT_WAIT = "inspect wait"

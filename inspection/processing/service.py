@@ -31,6 +31,7 @@ from inspection.hooks.base import HookConfigError, InspectionHook, load_hooks
 from inspection.hooks.validate_interfaces import pxe_mac
 from inspection.inspect_control import fail_inspection, node_ports
 from inspection.lookup import LookupData, lookup_node
+from inspection.power import tasks as power_tasks
 from inspection.processing import callbacks
 from inspection.processing.pipeline import (
     Pipeline,
@@ -371,6 +372,7 @@ class InspectionService:
         rules = self.rules.by_phase(session)
         try:
             self.pipeline.run(session, node, inventory, plugin_data, rules)
+            power_tasks.end_inspection(node)  # a machine this service booted powers off
             ports = node_ports(session, node)
             if not locking.still_held(session, node_id, self.host):
                 # Held so long that the timeout task judged us dead and failed the node:

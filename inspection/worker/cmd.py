@@ -68,6 +68,7 @@ class Worker:
         self.notifier = None
         self.metrics_server = None
         self.runner = None
+        self.power = None
 
     def start(self) -> str | int:
         """Connect, load the pipeline, start processing stored callbacks (after clearing this
@@ -107,6 +108,7 @@ class Worker:
             raise ServiceError(str(exc), 2) from None
         service = self._load_service()
         self._start_metrics()
+        from inspection.power.actor import PowerActor  # noqa: PLC0415
         from inspection.processing import callbacks  # noqa: PLC0415
         from inspection.timeouts import TimeoutTask  # noqa: PLC0415
         from inspection.worker import rpc  # noqa: PLC0415 - after backend selection
@@ -120,9 +122,12 @@ class Worker:
         except DatabaseError as exc:
             raise ServiceError(str(exc)) from None
         self.runner = runner
+        # BMC work (verifications, boots, power changes) runs where processing runs.
+        self.power = PowerActor(self.engine, self.conf, service.notifier)
+        self.power.start()
         endpoint = rpc.WorkerEndpoint(
-            self.runner.wake, lambda node_uuid, data: callbacks.store(self.engine, node_uuid,
-                                                                      data))
+            self._wake, lambda node_uuid, data: callbacks.store(self.engine, node_uuid,
+                                                                data))
         if not self._start_consuming(url, endpoint):
             return lifecycle.EXIT_OK  # stopped while waiting for the message bus
         self.notifier = FilterNotifier.from_conf(self.conf)
@@ -131,6 +136,13 @@ class Worker:
         LOG.info("Consuming %s as server %s (inspect-wait timeout checked every %s s)",
                  rpc.TOPIC, self.conf.host, self.timeout_task.interval)
         return f"consuming as {self.conf.host}"
+
+    def _wake(self) -> None:
+        """A wake-up from the API: stored callbacks, or BMC work, may be due."""
+        if self.runner is not None:
+            self.runner.wake()
+        if self.power is not None:
+            self.power.wake()
 
     def _start_consuming(self, url: str, endpoint) -> bool:
         """Connect and start the RPC server; False if a stop signal came first.
@@ -209,6 +221,9 @@ class Worker:
         if self.runner is not None:
             self.runner.stop(timeout=30)
             LOG.debug("Callback processing stopped")
+        if self.power is not None:
+            self.power.stop(timeout=30)
+            LOG.debug("BMC work stopped")
         if self.timeout_task is not None:
             self.timeout_task.stop(timeout=10)
             LOG.debug("Timeout task stopped")

@@ -31,7 +31,7 @@ def add_node(engine, state="inspect wait", macs=(), bmc_cache=None, **columns) -
         internal[bmc.CACHE_KEY] = list(bmc_cache)
     with engine.begin() as conn:
         node_id = conn.execute(sa.insert(Node).values(
-            uuid=node_uuid, provision_state=state, driver="ipmi",
+            uuid=node_uuid, provision_state=state, driver=columns.pop("driver", "ipmi"),
             driver_internal_info=internal, **columns)).inserted_primary_key[0]
         if macs:
             conn.execute(sa.insert(Port), [

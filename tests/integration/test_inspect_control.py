@@ -17,6 +17,8 @@ MACS = ["52:54:00:00:30:01", "52:54:00:00:30:02"]
 DRIVER_INFO = {"ipmi_address": "bmc-r1.example.test", "ipmi_username": "admin",
                "redfish_address": "https://[2001:db8::42]/redfish/v1",
                "ipmi_target_address": "0x82"}
+#: No BMC is driven for fake-hardware: its driver_info only feeds lookup.
+LAB = {"driver": "fake-hardware", "driver_info": DRIVER_INFO}
 RESOLVED = {"bmc-r1.example.test": ["192.0.2.21", "127.0.0.1"]}
 
 
@@ -35,7 +37,7 @@ def lookup(engine, **kwargs):
 
 
 def test_start_caches_bmc_addresses_and_waits(db_engine, conf):
-    node = add_node(db_engine, state="manageable", macs=MACS, driver_info=DRIVER_INFO,
+    node = add_node(db_engine, state="manageable", macs=MACS, **LAB,
                     driver_internal_info={"agent_url": "http://x"}, last_error="old",
                     name="rack1-node1")
     before = utcnow().replace(microsecond=0)
@@ -59,7 +61,7 @@ def test_start_caches_bmc_addresses_and_waits(db_engine, conf):
 
 def test_start_broadcasts_allow_and_abort_broadcasts_deny(db_engine, conf, listener):  # noqa: F811
     notifier, endpoint = listener
-    node = add_node(db_engine, state="inspect failed", macs=MACS, driver_info=DRIVER_INFO,
+    node = add_node(db_engine, state="inspect failed", macs=MACS, **LAB,
                     inspect_interface="agent")
     start_inspection(db_engine, conf, node["uuid"], notifier, resolver)
     assert endpoint.wait_for(lambda calls: calls) == [{"allow": MACS, "deny": []}]
@@ -69,7 +71,7 @@ def test_start_broadcasts_allow_and_abort_broadcasts_deny(db_engine, conf, liste
 
 
 def test_abort_fails_the_node_and_clears_the_cache(db_engine, conf):
-    node = add_node(db_engine, state="manageable", macs=MACS, driver_info=DRIVER_INFO)
+    node = add_node(db_engine, state="manageable", macs=MACS, **LAB)
     start_inspection(db_engine, conf, node["uuid"], FilterNotifier(None), resolver)
     abort_inspection(db_engine, conf, node["uuid"], FilterNotifier(None))
     row = node_row(db_engine, node["id"])
@@ -85,7 +87,7 @@ def test_abort_fails_the_node_and_clears_the_cache(db_engine, conf):
 
 @pytest.mark.parametrize("state", ["active", "available", "enroll", "inspect wait"])
 def test_start_refused_in_other_states(db_engine, conf, state):
-    node = add_node(db_engine, state=state, driver_info=DRIVER_INFO)
+    node = add_node(db_engine, state=state, **LAB)
     with pytest.raises(TransitionRefused) as exc:
         start_inspection(db_engine, conf, node["uuid"], FilterNotifier(None), resolver)
     # Ironic's status and wording for a provision action in the wrong state.
@@ -106,7 +108,7 @@ def test_abort_refused_unless_waiting(db_engine, conf, state):
 
 
 def test_locked_node_is_busy_and_untouched(db_engine, conf):
-    node = add_node(db_engine, state="manageable", driver_info=DRIVER_INFO)
+    node = add_node(db_engine, state="manageable", **LAB)
     locking.acquire(db_engine, node["id"], "ironic-conductor-3")
     with pytest.raises(NodeLocked):
         start_inspection(db_engine, conf, node["uuid"], FilterNotifier(None), resolver)

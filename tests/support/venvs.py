@@ -23,6 +23,9 @@ IRONIC = ("ironic==39.*", "psycopg2-binary", "PyMySQL")
 CLIENTS = ("python-ironicclient", "python-openstackclient", "openstacksdk",
            "ironic-python-agent")
 
+#: The Redfish BMC emulator (``sushy-emulator --fake`` needs no libvirt).
+SUSHY_TOOLS = ("sushy-tools",)
+
 #: Installing Ironic with its dependencies takes a few minutes on two cores.
 INSTALL_TIMEOUT = 1200
 

@@ -5,7 +5,7 @@ import pytest
 from inspection import states
 from inspection.db.models import Node
 
-ALL_STATES = ("enroll", "manageable", "inspecting", "inspect wait", "inspect failed",
+ALL_STATES = ("enroll", "verifying", "manageable", "inspecting", "inspect wait", "inspect failed",
               "available", "active", None)
 EVENTS = (states.MANAGE, states.INSPECT, states.DONE, states.FAIL, states.ABORT)
 
@@ -21,6 +21,13 @@ EVENTS = (states.MANAGE, states.INSPECT, states.DONE, states.FAIL, states.ABORT)
     ("inspect wait", "fail", ("inspect failed", None)),
     ("inspecting", "fail", ("inspect failed", None)),
     ("inspect wait", "abort", ("inspect failed", None)),
+    # A node whose BMC this service drives: Ironic's verifying and inspecting steps.
+    ("enroll", "verify", ("verifying", "manageable")),
+    ("verifying", "done", ("manageable", None)),
+    ("verifying", "fail", ("enroll", None)),
+    ("manageable", "boot", ("inspecting", "manageable")),
+    ("inspect failed", "boot", ("inspecting", "manageable")),
+    ("inspecting", "wait", ("inspect wait", "manageable")),
 ])
 def test_transitions(state, event, expected):
     node = Node(uuid="u", provision_state=state, target_provision_state="x")
@@ -65,3 +72,12 @@ def test_processing_ends_an_inspection_as_ironic_does():
 def test_what_is_not_processable_says_why(columns, why):
     ok, reason = states.processable(Node(uuid="n", **columns))
     assert not ok and why in reason
+
+
+@pytest.mark.parametrize(("event", "asked"), [(states.VERIFY, "manage"),
+                                              (states.BOOT, "inspect")])
+def test_internal_events_are_refused_with_the_verb_the_user_asked_for(event, asked):
+    node = Node(uuid="n-2", provision_state="active")
+    with pytest.raises(states.TransitionRefused) as exc:
+        states.apply(node, event)
+    assert f'"{asked}"' in str(exc.value)

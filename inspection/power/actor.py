@@ -1,0 +1,220 @@
+"""The BMC actor: does the BMC work recorded on nodes (:mod:`.tasks`), in the worker or in
+the API all-in-one, as processing does.
+
+A scheduler thread looks for due work every ``[bmc]poll_interval`` seconds (or when woken)
+and hands each node to a thread of a pool of ``[bmc]max_sessions``. Each step holds the
+node's reservation, so two processes never drive one BMC at once, and is short: one
+verification, one boot request, one power request or one power state read. A power change
+is then confirmed by later reads, without holding a session while the machine obeys.
+"""
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import sqlalchemy as sa
+from oslo_config import cfg
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from inspection import locking, states
+from inspection.common.untrusted import last_error_text
+from inspection.db.engine import session_scope
+from inspection.db.models import INSPECTING, VERIFYING, Node, utcnow
+from inspection.errors import NodeLocked
+from inspection.inspect_control import fail_inspection
+from inspection.power import drivers, tasks
+from inspection.power.errors import BmcError
+from inspection.power.pool import SessionPool
+from pxe_filter.broadcast import FilterNotifier, NodePorts
+
+LOG = logging.getLogger(__name__)
+
+
+def _candidates():
+    return (sa.select(Node).where(
+        Node.reservation.is_(None), Node.driver.in_(sorted(drivers.REQUIRED)),
+        sa.or_(Node.provision_state.in_((VERIFYING, INSPECTING)),
+               Node.target_power_state.is_not(None))).order_by(Node.id))
+
+
+class PowerActor:
+    """Does pending BMC work of nodes; ``wake()`` after recording some."""
+
+    def __init__(self, engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier,
+                 pool: SessionPool | None = None) -> None:
+        self.engine, self.conf, self.notifier = engine, conf, notifier
+        self.host = conf.host
+        self.pool = pool or SessionPool(conf)
+        self.interval = conf.bmc.poll_interval
+        self.change_timeout = conf.bmc.power_state_change_timeout
+        self.sessions = sessionmaker(engine, expire_on_commit=False)
+        self._executor = ThreadPoolExecutor(self.pool.size, thread_name_prefix="bmc")
+        self._busy: set[int] = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the scheduler thread."""
+        self._thread = threading.Thread(target=self._loop, name="bmc-scheduler", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Look for due work now."""
+        self._wake.set()
+
+    def stop(self, timeout: float | None = 30) -> None:
+        """Stop scheduling; steps in progress finish (the rest stays recorded)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.schedule()
+            except Exception:
+                LOG.exception("Looking for BMC work failed; retrying in %s s", self.interval)
+            self._wake.wait(self.interval)
+            self._wake.clear()
+
+    def schedule(self) -> int:
+        """Hand every node with due work to the pool; returns how many."""
+        now = time.time()
+        with session_scope(self.sessions) as session:
+            due = [n.id for n in session.scalars(_candidates()) if tasks.due(n, now)]
+        started = 0
+        for node_id in due:
+            with self._lock:
+                if node_id in self._busy or self._stop.is_set():
+                    continue
+                self._busy.add(node_id)
+            self._executor.submit(self._run, node_id)
+            started += 1
+        return started
+
+    def _run(self, node_id: int) -> None:
+        try:
+            self.step(node_id)
+        except NodeLocked:
+            LOG.debug("Node %s is reserved; its BMC work waits for the next look", node_id)
+        except Exception:
+            LOG.exception("BMC work on node %s failed unexpectedly; retried at the next look",
+                          node_id)
+        finally:
+            with self._lock:
+                self._busy.discard(node_id)
+        self.wake()  # a step may leave more work (a power change to confirm soon)
+
+    def step(self, node_id: int) -> None:
+        """One piece of the node's BMC work, under its reservation."""
+        ports: NodePorts | None = None
+        with (locking.reserved(self.engine, node_id, self.host),
+              session_scope(self.sessions) as session):
+            node = session.get(Node, node_id)
+            if node is None or not tasks.due(node):
+                return
+            action = tasks.pending(node)["action"]  # due: there is one
+            if action == tasks.VERIFY:
+                self._verify(node)
+            elif action == tasks.BOOT:
+                ports = self._boot(session, node)
+            else:
+                self._power(node)
+        if ports is not None:
+            self.notifier.announce(ports)
+
+    def _bmc(self, node: Node, work, what: str):
+        return self.pool.run(node.driver, node.driver_info, work,
+                             what=f"{what} of node {node.uuid}")
+
+    def _verify(self, node: Node) -> None:
+        try:
+            state = self._bmc(node, lambda c: c.power_state(), "Verifying the BMC")
+        except BmcError as exc:
+            tasks.step_done(node)
+            states.apply(node, states.FAIL)
+            node.last_error = last_error_text(
+                f"Failed to verify the BMC of node {node.uuid} (power state read): {exc}")
+            LOG.warning("Node %s stays in enroll: %s", node.uuid, node.last_error)
+            return
+        tasks.step_done(node)
+        node.power_state = state
+        states.apply(node, states.DONE)
+        node.last_error = None
+        LOG.info("Node %s verified (%s): now manageable", node.uuid, state)
+
+    def _boot(self, session: Session, node: Node) -> NodePorts | None:
+        device = drivers.boot_device(node.boot_interface)
+        mode = drivers.boot_mode(node.boot_mode, node.properties)
+        reboot_only = bool(node.disable_power_off)
+
+        def boot(client: drivers.BmcClient) -> str:
+            client.set_boot_once(device, mode)
+            action = drivers.REBOOT if reboot_only or \
+                client.power_state() == drivers.POWER_ON else drivers.POWER_ON
+            client.set_power(action)
+            return action
+
+        try:
+            action = self._bmc(node, boot, "Booting for inspection")
+        except BmcError as exc:
+            tasks.step_done(node)
+            # A BMC that just failed is not asked to power off as well.
+            node.driver_internal_info = {k: v for k, v in (node.driver_internal_info or {})
+                                         .items() if k != tasks.POWER_OFF_KEY}
+            LOG.warning("Inspection of node %s failed: cannot boot it: %s", node.uuid, exc)
+            return fail_inspection(session, node, f"Failed to boot node {node.uuid} from the "
+                                                  f"network for inspection: {exc}")
+        tasks.step_done(node)
+        states.apply(node, states.WAIT)
+        node.inspection_started_at = utcnow()  # the ramdisk's time starts at power on
+        tasks.sent(node, action, self.change_timeout, self.interval)
+        LOG.info("Node %s boots from %s for inspection (%s)", node.uuid, device, action)
+        return None
+
+    def _power(self, node: Node) -> None:
+        task = tasks.pending(node)
+        action = task["action"]
+        if "deadline" not in task:
+            try:
+                self._bmc(node, lambda c: c.set_power(action), f"Power action {action!r}")
+            except BmcError as exc:
+                self._power_failed(node, f"Failed to change power state to {action!r}: {exc}")
+                return
+            tasks.sent(node, action, self.change_timeout, self.interval)
+            return
+        want = drivers.END_STATE[action]
+        try:
+            state = self._bmc(node, lambda c: c.power_state(), "Power state read")
+        except BmcError as exc:
+            self._power_failed(node, f"Failed to read the power state after {action!r}: "
+                                     f"{exc}")
+            return
+        if state == want:
+            tasks.finish(node, state)
+            LOG.info("Node %s is in %s", node.uuid, state)
+        elif time.time() > float(task["deadline"]):
+            tasks.finish(node, state)
+            allowed = task.get("timeout") or self.change_timeout
+            self._power_failed(node, f"Timed out after {allowed} s waiting for "
+                                     f"the power state {want!r} ({action}); the BMC reports "
+                                     f"{state!r}")
+        else:
+            node.power_state = state
+            task = {**task, "next": time.time() + self.interval}
+            node.driver_internal_info = {**(node.driver_internal_info or {}),
+                                         tasks.TASK_KEY: task}
+
+    def _power_failed(self, node: Node, message: str) -> None:
+        tasks.finish(node, None)
+        # Keep why an inspection failed: the power problem comes in addition.
+        previous = node.last_error if node.provision_state == "inspect failed" else None
+        node.last_error = last_error_text(f"{previous}; then: {message}" if previous
+                                          else message)
+        LOG.warning("Node %s: %s", node.uuid, message)
