@@ -1,0 +1,176 @@
+"""Ironic's node fields (interfaces, owner, lessee, description, protection, retirement, shard,
+parent node, network data) through the API: stored, shown, validated and gated by version as
+Ironic 39 does. The real ``baremetal`` CLI round trip is in tests/clients."""
+
+import pytest
+import sqlalchemy as sa
+
+from inspection.db import migration
+from inspection.db.models import Node
+from pxe_filter.common.database import create_engine
+from tests.integration.api_helpers import Api, api_conf, error_message
+
+NETWORK_DATA = {
+    "links": [{"id": "port-1", "type": "phy", "ethernet_mac_address": "52:54:00:12:34:56"}],
+    "networks": [{"id": "net-1", "link": "port-1", "network_id": "n1", "type": "ipv4_dhcp"}],
+    "services": [{"type": "dns", "address": "192.0.2.53"}],
+}
+V = {"X-OpenStack-Ironic-API-Version": "1.96"}
+
+
+@pytest.fixture
+def api(tmp_path, sqlite_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    api = Api(api_conf(tmp_path, sqlite_url))
+    api.engine = engine
+    yield api
+    api.close()
+    engine.dispose()
+
+
+def _create(api, **fields):
+    return api.client.post("/v1/nodes", json={"driver": "ipmi", **fields}, headers=V)
+
+
+def _patch(api, node, *ops, headers=V):
+    return api.client.patch(f"/v1/nodes/{node}", json=list(ops), headers=headers)
+
+
+def _set_state(api, name, state):
+    with api.engine.begin() as conn:
+        conn.execute(sa.update(Node).where(Node.name == name).values(provision_state=state))
+
+
+def test_every_field_is_stored_and_shown(api):
+    fields = {"boot_interface": "pxe", "deploy_interface": "direct", "bios_interface": "no-bios",
+              "console_interface": "no-console", "firmware_interface": "no-firmware",
+              "management_interface": "ipmitool", "network_interface": "noop",
+              "power_interface": "ipmitool", "raid_interface": "no-raid",
+              "rescue_interface": "no-rescue", "storage_interface": "noop",
+              "vendor_interface": "no-vendor", "owner": "p-owner", "lessee": "p-lessee",
+              "description": "rack 4, slot 2", "shard": "s1", "retired": True,
+              "retired_reason": "old", "network_data": NETWORK_DATA}
+    created = _create(api, name="n1", **fields)
+    assert created.status_code == 201, created.json
+    shown = api.client.get("/v1/nodes/n1", headers=V).json
+    assert {k: shown[k] for k in fields} == fields
+    assert shown["protected"] is False and shown["protected_reason"] is None
+    assert shown["maintenance_reason"] is None and shown["parent_node"] is None
+
+
+def test_patch_sets_and_removes_fields(api):
+    _create(api, name="n1")
+    resp = _patch(api, "n1", {"op": "add", "path": "/owner", "value": "p1"},
+                  {"op": "add", "path": "/description", "value": "d"},
+                  {"op": "add", "path": "/power_interface", "value": "redfish"},
+                  {"op": "add", "path": "/network_data", "value": NETWORK_DATA})
+    assert resp.status_code == 200, resp.json
+    assert (resp.json["owner"], resp.json["power_interface"]) == ("p1", "redfish")
+    resp = _patch(api, "n1", {"op": "remove", "path": "/owner"},
+                  {"op": "remove", "path": "/power_interface"},
+                  {"op": "remove", "path": "/network_data"})
+    assert (resp.json["owner"], resp.json["power_interface"]) == (None, None)
+    assert resp.json["network_data"] == {}
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    ({"description": "x" * 4097}, "description: must be a string of at most 4096"),
+    ({"owner": 5}, "owner: must be a string"),
+    ({"boot_interface": ""}, "boot_interface: must name an interface"),
+    ({"network_data": {"links": []}}, "network_data: 'networks' is a required property"),
+    ({"network_data": {**NETWORK_DATA, "links": [{"id": "p", "type": "phy"}]}},
+     "network_data/links/0: 'ethernet_mac_address' is a required property"),
+    ({"retired_reason": "why"}, "retired_reason: can only be set when retired is True"),
+    ({"protected": True}, "protected: unknown field"),
+    ({"maintenance_reason": "x"}, "maintenance_reason: unknown field"),
+    ({"retired": "maybe"}, "Invalid retired"),
+    ({"parent_node": "no-such-node"}, "Unable to apply the requested parent_node"),
+])
+def test_create_refuses_what_ironic_refuses(api, fields, words):
+    resp = _create(api, **fields)
+    assert resp.status_code == 400 and words in error_message(resp), resp.json
+
+
+def test_protection_follows_ironic_state_rules(api):
+    _create(api, name="n1")
+    refused = _patch(api, "n1", {"op": "add", "path": "/protected", "value": True})
+    assert refused.status_code == 409 and "'active' or 'rescue'" in error_message(refused)
+    _set_state(api, "n1", "active")
+    reason_alone = _patch(api, "n1", {"op": "add", "path": "/protected_reason", "value": "x"})
+    assert reason_alone.status_code == 400, reason_alone.json
+    resp = _patch(api, "n1", {"op": "add", "path": "/protected", "value": "true"},
+                  {"op": "add", "path": "/protected_reason", "value": "tenant"})
+    assert (resp.json["protected"], resp.json["protected_reason"]) == (True, "tenant")
+    deleted = api.client.delete("/v1/nodes/n1")
+    assert deleted.status_code == 403 and "protected" in error_message(deleted)
+    resp = _patch(api, "n1", {"op": "replace", "path": "/protected", "value": False})
+    assert (resp.json["protected"], resp.json["protected_reason"]) == (False, None)
+    # Interfaces change only where Ironic allows it (not on a deployed node).
+    refused = _patch(api, "n1", {"op": "add", "path": "/deploy_interface", "value": "ansible"})
+    assert refused.status_code == 409 and "deploy_interface" in error_message(refused)
+
+
+def test_retirement_rules(api):
+    _create(api, name="n1")
+    resp = _patch(api, "n1", {"op": "add", "path": "/retired", "value": True},
+                  {"op": "add", "path": "/retired_reason", "value": "eol"})
+    assert (resp.json["retired"], resp.json["retired_reason"]) == (True, "eol")
+    resp = _patch(api, "n1", {"op": "replace", "path": "/retired", "value": False})
+    assert (resp.json["retired"], resp.json["retired_reason"]) == (False, None)
+    _set_state(api, "n1", "available")
+    refused = _patch(api, "n1", {"op": "replace", "path": "/retired", "value": True})
+    assert refused.status_code == 409 and "available" in error_message(refused)
+
+
+def test_parent_node_is_stored_as_uuid_and_children_are_listed_on_request(api):
+    parent = _create(api, name="parent").json
+    child = _create(api, name="child", parent_node="parent").json
+    assert child["parent_node"] == parent["uuid"]
+    listed = {n["name"] for n in api.client.get("/v1/nodes", headers=V).json["nodes"]}
+    assert listed == {"parent"}  # as Ironic: children only when asked for
+    every = api.client.get("/v1/nodes?include_children=true", headers=V).json["nodes"]
+    assert {n["name"] for n in every} == {"parent", "child"}
+    by_parent = api.client.get("/v1/nodes?parent_node=parent", headers=V).json["nodes"]
+    assert [n["name"] for n in by_parent] == ["child"]
+    itself = _patch(api, "parent", {"op": "add", "path": "/parent_node", "value": "parent"})
+    assert itself.status_code == 400
+
+
+def test_list_filters_filter(api):
+    _create(api, name="a", owner="p1", lessee="p2", description="Rack 4 100%", shard="s1")
+    _create(api, name="b", owner="p2", description="rack 5", shard="s2")
+    _create(api, name="c")
+
+    def names(query):
+        resp = api.client.get(f"/v1/nodes?{query}", headers=V)
+        assert resp.status_code == 200, resp.json
+        return sorted(n["name"] for n in resp.json["nodes"])
+
+    assert names("owner=p1") == ["a"]
+    assert names("lessee=p2") == ["a"]
+    assert names("project=p2") == ["a", "b"]
+    assert names("description_contains=rack") == ["a", "b"]  # in any case
+    assert names("description_contains=K 5") == ["b"]
+    assert names("description_contains=100%25") == ["a"]  # % is no wildcard
+    assert names("description_contains=0%25") == ["a"]
+    assert names("shard=s1,s2") == ["a", "b"]
+    assert names("shard=s2") == ["b"]
+    assert names("sharded=false") == ["c"]
+    assert names("retired=false") == ["a", "b", "c"]
+
+
+def test_fields_are_gated_by_api_version_as_in_ironic(api):
+    _create(api, name="n1", owner="p1", shard="s1")
+    old = {"X-OpenStack-Ironic-API-Version": "1.49"}
+    shown = api.client.get("/v1/nodes/n1", headers=old).json
+    assert "owner" not in shown and "shard" not in shown and "protected" in shown
+    assert api.client.get("/v1/nodes?owner=p1", headers=old).status_code == 406
+    assert api.client.get("/v1/nodes/n1?fields=shard", headers=old).status_code == 406
+    refused = api.client.post("/v1/nodes", json={"driver": "ipmi", "lessee": "p"},
+                              headers={"X-OpenStack-Ironic-API-Version": "1.64"})
+    assert refused.status_code == 406 and "lessee" in error_message(refused)
+    assert _patch(api, "n1", {"op": "add", "path": "/shard", "value": "x"},
+                  headers={"X-OpenStack-Ironic-API-Version": "1.81"}).status_code == 406
+    # A request naming no version sees every field (as our own CLI and IPA send none).
+    assert api.client.get("/v1/nodes/n1").json["shard"] == "s1"
