@@ -18,6 +18,7 @@ from inspection.api import (
     openapi,
     ports,
     rules,
+    traits,
     versions,
 )
 from inspection.api.auth import REALM, BasicAuth, Throttled, default_concurrency
@@ -136,7 +137,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     _install_auth(app, conf)
     _install_input_checks(app)
     metrics.install(app)
-    for module in (versions, openapi, continue_inspection, rules, nodes, ports):
+    for module in (versions, openapi, continue_inspection, rules, nodes, traits, ports):
         app.register_blueprint(module.bp)
     app.wsgi_app = _accept_trailing_slash(app.wsgi_app)
     return app

@@ -257,8 +257,12 @@ def patch_node(node_ident: str) -> Response:
     check_args(())
     body = json_body()
     if isinstance(body, list):  # what the patch touches must exist in the request's version
-        _check_field_versions({str(op.get("path", "")).lstrip("/").split("/", 1)[0]
-                               for op in body if isinstance(op, dict)}, "changing")
+        touched = {str(op.get("path", "")).lstrip("/").split("/", 1)[0]
+                   for op in body if isinstance(op, dict)}
+        if "traits" in touched:
+            raise ApiError(400, "Cannot update node traits via node patch. Node traits should "
+                                "be updated via the node traits API.")
+        _check_field_versions(touched, "changing")
     c = ctx()
     with c.session() as session:
         node_id = find_node(session, node_ident).id

@@ -174,3 +174,33 @@ def test_fields_are_gated_by_api_version_as_in_ironic(api):
                   headers={"X-OpenStack-Ironic-API-Version": "1.81"}).status_code == 406
     # A request naming no version sees every field (as our own CLI and IPA send none).
     assert api.client.get("/v1/nodes/n1").json["shard"] == "s1"
+
+
+def test_traits_as_ironic_serves_them(api):
+    _create(api, name="n1")
+    path = "/v1/nodes/n1/traits"
+    assert api.client.get(path, headers=V).json == {"traits": []}
+    added = api.client.put(f"{path}/CUSTOM_GPU", headers=V)
+    assert added.status_code == 204 and added.headers["Location"].endswith(f"{path}/CUSTOM_GPU")
+    assert api.client.put(f"{path}/HW_CPU_X86_AVX2", headers=V).status_code == 204
+    assert api.client.get(path, headers=V).json == {"traits": ["CUSTOM_GPU", "HW_CPU_X86_AVX2"]}
+    assert api.client.get("/v1/nodes/n1", headers=V).json["traits"] == [
+        "CUSTOM_GPU", "HW_CPU_X86_AVX2"]
+    for bad in ("HW_NO_SUCH_TRAIT", "custom_lower", "CUSTOM_"):
+        refused = api.client.put(f"{path}/{bad}", headers=V)
+        assert refused.status_code == 400 and "Invalid trait" in error_message(refused)
+    missing = api.client.delete(f"{path}/CUSTOM_NONE", headers=V)
+    assert missing.status_code == 404 and "doesn't have a trait" in error_message(missing)
+    assert api.client.put(path, json={"traits": ["CUSTOM_A", "CUSTOM_GPU"]},
+                          headers=V).status_code == 204
+    assert api.client.get(path, headers=V).json == {"traits": ["CUSTOM_A", "CUSTOM_GPU"]}
+    assert api.client.delete(f"{path}/CUSTOM_A", headers=V).status_code == 204
+    assert api.client.get(path, headers=V).json == {"traits": ["CUSTOM_GPU"]}
+    too_many = api.client.put(path, json={"traits": [f"CUSTOM_{i}" for i in range(51)]},
+                              headers=V)
+    assert too_many.status_code == 400 and "maximum number of traits" in error_message(too_many)
+    assert api.client.put(path, json={"trait": "CUSTOM_A"}, headers=V).status_code == 400
+    assert api.client.delete(path, headers=V).status_code == 204
+    assert api.client.get(path, headers=V).json == {"traits": []}
+    old = {"X-OpenStack-Ironic-API-Version": "1.36"}
+    assert api.client.get(path, headers=old).status_code == 404
