@@ -17,6 +17,7 @@ from inspection.api import (
     nodes,
     openapi,
     ports,
+    refusals,
     rules,
     traits,
     versions,
@@ -133,6 +134,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
         rules=service.rules.repository, rules_engine=service.rules_engine, notifier=notifier,
         service=service, dispatcher=dispatcher)
     errors.register(app)
+    refusals.install(app)
     versions.install(app)
     _install_auth(app, conf)
     _install_input_checks(app)

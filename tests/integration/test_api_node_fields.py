@@ -204,3 +204,23 @@ def test_traits_as_ironic_serves_them(api):
     assert api.client.get(path, headers=V).json == {"traits": []}
     old = {"X-OpenStack-Ironic-API-Version": "1.36"}
     assert api.client.get(path, headers=old).status_code == 404
+
+
+@pytest.mark.parametrize(("method", "path", "words"), [
+    ("get", "/v1/drivers", "Driver listing is not available through this service"),
+    ("get", "/v1/chassis/", "Chassis is not available"),
+    ("put", "/v1/nodes/n1/states/power", "Power control is not available"),
+    ("get", "/v1/nodes/n1/history", "Node history is not available"),
+    ("post", "/v1/nodes/n1/vifs", "VIF attachment is not available"),
+    ("put", "/v1/nodes/n1/management/boot_device", "Boot device management is not available"),
+    ("get", "/v1/nodes/n1/validate", "Interface validation is not available"),
+])
+def test_unserved_ironic_endpoints_are_refused_by_name(api, method, path, words):
+    resp = getattr(api.client, method)(path, headers=V)
+    assert resp.status_code == 501 and words in error_message(resp), resp.json
+
+
+def test_unknown_paths_and_missing_nodes_stay_plain_404(api):
+    assert "could not be found" in error_message(api.client.get("/v1/nonsense"))
+    missing = api.client.get("/v1/nodes/no-such-node/traits", headers=V)
+    assert missing.status_code == 404 and "no-such-node" in error_message(missing)
