@@ -254,7 +254,10 @@ def show_node(node_ident: str) -> Response:
 @bp.patch("/v1/nodes/<ident(\"detail\"):node_ident>")
 def patch_node(node_ident: str) -> Response:
     """Apply an RFC 6902 patch to the fields Ironic lets clients change; 200 with the node."""
-    check_args(())
+    check_args(("reset_interfaces",))
+    reset = bool_filter("reset_interfaces")
+    if reset is not None:
+        require_for(45, "reset_interfaces")
     body = json_body()
     if isinstance(body, list):  # what the patch touches must exist in the request's version
         touched = {str(op.get("path", "")).lstrip("/").split("/", 1)[0]
@@ -263,6 +266,9 @@ def patch_node(node_ident: str) -> Response:
             raise ApiError(400, "Cannot update node traits via node patch. Node traits should "
                                 "be updated via the node traits API.")
         _check_field_versions(touched, "changing")
+        if reset and "driver" not in touched:
+            raise ApiError(400, "The reset_interfaces parameter can only be used when "
+                                "changing the node's driver.")
     c = ctx()
     with c.session() as session:
         node_id = find_node(session, node_ident).id
@@ -277,6 +283,11 @@ def patch_node(node_ident: str) -> Response:
                     before[name] = bool(before[name])
                 before["network_data"] = before["network_data"] or {}
                 values = check_node(apply_patch(before, body, NODE_PATCHABLE, NODE_DEFAULTS))
+                if reset and values["driver"] != before["driver"]:
+                    # The new driver's defaults for every interface the patch leaves alone.
+                    for name in node_fields.INTERFACE_FIELDS:
+                        if values[name] == before[name]:
+                            values[name] = NODE_DEFAULTS[name]
                 node_fields.check_transition(node.uuid, node.provision_state,
                                              values["maintenance"], before, values)
                 if values["parent_node"] and values["parent_node"] != before["parent_node"]:

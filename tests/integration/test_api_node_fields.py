@@ -224,3 +224,17 @@ def test_unknown_paths_and_missing_nodes_stay_plain_404(api):
     assert "could not be found" in error_message(api.client.get("/v1/nonsense"))
     missing = api.client.get("/v1/nodes/no-such-node/traits", headers=V)
     assert missing.status_code == 404 and "no-such-node" in error_message(missing)
+
+
+def test_reset_interfaces_with_a_new_driver(api):
+    _create(api, name="n1", boot_interface="pxe", power_interface="ipmitool",
+            inspect_interface="no-inspect")
+    alone = api.client.patch("/v1/nodes/n1?reset_interfaces=true", headers=V,
+                             json=[{"op": "add", "path": "/description", "value": "x"}])
+    assert alone.status_code == 400 and "changing the node's driver" in error_message(alone)
+    resp = api.client.patch("/v1/nodes/n1?reset_interfaces=true", headers=V, json=[
+        {"op": "replace", "path": "/driver", "value": "redfish"},
+        {"op": "add", "path": "/power_interface", "value": "redfish"}])
+    assert resp.status_code == 200, resp.json
+    assert (resp.json["boot_interface"], resp.json["power_interface"],
+            resp.json["inspect_interface"]) == (None, "redfish", "agent")
