@@ -1,4 +1,5 @@
-"""Ironic's node fields, traits and honest refusals through the real ``baremetal`` CLI.
+"""Ironic's node fields, traits and honest refusals through the real ``baremetal`` CLI (and
+openstacksdk for the fields and traits it knows).
 
 Every field round-trips through ``node create``, ``node set``, ``node unset`` and ``node show``
 as python-ironicclient sends and reads it; the list filters filter; traits go through ``node
@@ -13,7 +14,7 @@ import sqlalchemy as sa
 
 from inspection.db.models import Node
 from pxe_filter.common.database import create_engine
-from tests.clients.runners import Baremetal
+from tests.clients.runners import Baremetal, Sdk, call
 
 pytestmark = pytest.mark.slow
 
@@ -162,3 +163,22 @@ def test_traits(bm):
 def test_unserved_endpoints_are_refused_by_name(bm, parent, args, words):
     error = bm.fails(*args)
     assert words in error and "could not be found" not in error
+
+
+def test_openstacksdk_fields_and_traits(clients_bin, server, client_home):
+    sdk = Sdk(clients_bin, server, client_home)
+    result = sdk.run(
+        call("create_node", name="fields-sdk", driver="ipmi", owner="p-sdk",
+             description="from the SDK", shard="s-sdk", boot_interface="pxe"),
+        call("update_node", "fields-sdk", lessee="p-lease", is_retired=True,
+             retired_reason="old"),
+        call("add_node_trait", "fields-sdk", "CUSTOM_SDK"),
+        call("set_node_traits", "fields-sdk", ["CUSTOM_A", "CUSTOM_B"]),
+        call("remove_node_trait", "fields-sdk", "CUSTOM_A"),
+        call("get_node", "fields-sdk"))
+    created, shown = result.ok(0), result.ok(5)
+    assert (created["owner"], created["description"], created["shard"],
+            created["boot_interface"]) == ("p-sdk", "from the SDK", "s-sdk", "pxe")
+    assert (shown["lessee"], shown["is_retired"], shown["retired_reason"]) == (
+        "p-lease", True, "old")
+    assert shown["traits"] == ["CUSTOM_B"]
