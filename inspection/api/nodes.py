@@ -10,6 +10,13 @@ from inspection import inspect_control, locking, states
 from inspection.api import node_fields
 from inspection.api.context import ctx, json_body, json_object
 from inspection.api.errors import ApiError
+from inspection.api.nodes_filters import (
+    check_field_versions,
+    check_filter_versions,
+    children_filter,
+    field_filters,
+    parent_uuid,
+)
 from inspection.api.nodes_query import find_node, node_traits, stored_inventory
 from inspection.api.pagination import (
     PAGE_ARGS,
@@ -48,7 +55,7 @@ from inspection.db.models import (
     Port,
     Portgroup,
 )
-from inspection.errors import InvalidState, NotFound
+from inspection.errors import InvalidState
 from inspection.inspect_control import node_ports
 
 bp = Blueprint("nodes", __name__)
@@ -63,9 +70,6 @@ _CREATE_FIELDS = {"uuid", *NODE_DICT_FIELDS, *NODE_STR_FIELDS, *node_fields.CREA
 _FILTERS = ("provision_state", "driver", "maintenance", "resource_class", "conductor_group",
             "fault", "auto_discovered", "owner", "lessee", "project", "description_contains",
             "shard", "sharded", "retired", "parent_node", "include_children")
-#: The version at which Ironic added each filter (1.x); the others are in every version.
-_FILTER_VERSIONS = {"owner": 50, "lessee": 65, "retired": 61, "shard": 82, "sharded": 82,
-                    "parent_node": 83, "include_children": 83}
 #: The version at which Ironic added each provision verb served here (1.x).
 _VERB_VERSIONS = {"manage": 4, "inspect": 6, "abort": 13}
 #: Sort keys: Ironic refuses its JSON columns; so do we.
@@ -90,11 +94,9 @@ def _list(path: str, detail_path: bool) -> Response:
     shown = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
     columns = {getattr(Node, name) for name in shown if name not in COMPUTED_NODE_FIELDS}
     query = sa.select(Node).options(load_only(Node.id, Node.uuid, *columns))
-    for name, minor in _FILTER_VERSIONS.items():
-        if name in request.args:
-            require_for(minor, f"filtering nodes by {name}")
+    check_filter_versions()
     if fields:
-        _check_field_versions(fields, "showing")
+        check_field_versions(fields, "showing")
     for name in ("provision_state", "driver", "resource_class", "owner", "lessee"):
         value = request.args.get(name)
         if value is not None:
@@ -108,10 +110,10 @@ def _list(path: str, detail_path: bool) -> Response:
         flag = bool_filter(name)
         if flag is not None:
             query = query.where(sa.func.coalesce(getattr(Node, name), False) == flag)
-    query = _project_filters(query)
+    query = field_filters(query)
     c = ctx()
     with c.session() as session:
-        query = _children_filter(session, query)
+        query = children_filter(session, query)
         marker = find_node(session, page.marker) if page.marker else None
         rows = session.execute(paginate(query, Node, page, _SORT_KEYS, marker)).scalars().all()
         traits = node_traits(session, {n.id for n in rows}) if "traits" in shown else {}
@@ -121,51 +123,6 @@ def _list(path: str, detail_path: bool) -> Response:
     if following:
         body["next"] = following
     return jsonify(body)
-
-
-def _project_filters(query: sa.Select) -> sa.Select:
-    project = request.args.get("project")
-    if project is not None:  # a project's nodes: those it owns or leases
-        query = query.where(sa.or_(Node.owner == project, Node.lessee == project))
-    text = request.args.get("description_contains")
-    if text is not None:  # any case (Ironic on MySQL), literally: % and _ are no wildcards
-        query = query.where(Node.description.icontains(text, autoescape=True))
-    shards = request.args.get("shard")
-    if shards is not None:  # a comma-separated list, as Ironic reads it
-        query = query.where(Node.shard.in_([s.strip() for s in shards.split(",")]))
-    sharded = bool_filter("sharded")
-    if sharded is not None:
-        query = query.where(Node.shard.is_not(None) if sharded else Node.shard.is_(None))
-    return query
-
-
-def _children_filter(session: Session, query: sa.Select) -> sa.Select:
-    # As Ironic: child nodes are listed only with include_children, or by their parent.
-    parent = request.args.get("parent_node")
-    if parent is not None:
-        return query.where(Node.parent_node == _parent_uuid(session, parent, strict=False))
-    if bool_filter("include_children"):
-        return query
-    return query.where(Node.parent_node.is_(None))
-
-
-def _parent_uuid(session: Session, ident: str, strict: bool = True) -> str:
-    """The UUID of the node ``ident`` names; 400 as Ironic words it when there is none
-    (``strict``), else ``ident`` itself (a filter then matches nothing)."""
-    try:
-        return find_node(session, ident).uuid
-    except NotFound:
-        if not strict:
-            return ident
-        raise ApiError(400, f"Unable to apply the requested parent_node '{ident[:64]}'. "
-                            f"Requested value was invalid.") from None
-
-
-def _check_field_versions(names, action: str) -> None:
-    for name in names:
-        minor = node_fields.FIELD_VERSIONS.get(name)
-        if minor is not None:
-            require_for(minor, f"{action} the node field {name}")
 
 
 @bp.get("/v1/nodes")
@@ -208,7 +165,7 @@ def create_node() -> tuple[Response, int, dict]:
     """Enroll a node (state ``enroll``, as Ironic does); 201 with its Location."""
     body = json_object()
     # Fields newer than the request's version: 406, as Ironic (an explicit null is no value).
-    _check_field_versions([n for n, v in body.items() if v not in (None, "")], "setting")
+    check_field_versions([n for n, v in body.items() if v not in (None, "")], "setting")
     problems = _check_create(body)
     if problems:
         raise ApiError(400, "Invalid node: " + "; ".join(problems), problems=problems)
@@ -230,7 +187,7 @@ def create_node() -> tuple[Response, int, dict]:
     try:
         with c.session() as session:
             if node.parent_node:  # stored as the parent's UUID, as Ironic does
-                node.parent_node = _parent_uuid(session, node.parent_node)
+                node.parent_node = parent_uuid(session, node.parent_node)
             session.add(node)
             session.flush()
             view = node_view(node)
@@ -245,7 +202,7 @@ def show_node(node_ident: str) -> Response:
     check_args(("fields",))
     fields = fields_arg(NODE_FIELD_CHOICES)
     if fields:
-        _check_field_versions(fields, "showing")
+        check_field_versions(fields, "showing")
     c = ctx()
     with c.session() as session:
         return jsonify(_view(session, find_node(session, node_ident), fields))
@@ -265,7 +222,7 @@ def patch_node(node_ident: str) -> Response:
         if "traits" in touched:
             raise ApiError(400, "Cannot update node traits via node patch. Node traits should "
                                 "be updated via the node traits API.")
-        _check_field_versions(touched, "changing")
+        check_field_versions(touched, "changing")
         if reset and "driver" not in touched:
             raise ApiError(400, "The reset_interfaces parameter can only be used when "
                                 "changing the node's driver.")
@@ -291,7 +248,7 @@ def patch_node(node_ident: str) -> Response:
                 node_fields.check_transition(node.uuid, node.provision_state,
                                              values["maintenance"], before, values)
                 if values["parent_node"] and values["parent_node"] != before["parent_node"]:
-                    values["parent_node"] = _parent_uuid(session, values["parent_node"])
+                    values["parent_node"] = parent_uuid(session, values["parent_node"])
                     if values["parent_node"] == node.uuid:
                         raise ApiError(400, "parent_node: a node cannot be its own parent")
                 if before["maintenance"] and not values["maintenance"]:
