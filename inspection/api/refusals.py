@@ -18,15 +18,15 @@ UNSERVED: list[tuple[str, str, str]] = [
     (r"/v1/drivers", "/v1/drivers", "driver listing"),
     (r"/v1/drivers/.+", "/v1/drivers/{driver}", "driver information"),
     (r"/v1/chassis(/.*)?", "/v1/chassis", "chassis"),
-    (r"/v1/portgroups(/.*)?", "/v1/portgroups", "port groups"),
-    (r"/v1/volume(/.*)?", "/v1/volume", "volume connectors and targets"),
+    (r"/v1/portgroups(/.*)?", "/v1/portgroups", "port group management"),
+    (r"/v1/volume(/.*)?", "/v1/volume", "volume management"),
     (r"/v1/(lookup|heartbeat)(/.*)?", "/v1/lookup, /v1/heartbeat",
-     "the deploy agent's lookup and heartbeat"),
+     "deploy agent lookup and heartbeat handling"),
     (r"/v1/conductors(/.*)?", "/v1/conductors", "conductor listing"),
-    (r"/v1/allocations(/.*)?", "/v1/allocations", "allocations"),
-    (r"/v1/deploy_templates(/.*)?", "/v1/deploy_templates", "deploy templates"),
-    (r"/v1/runbooks(/.*)?", "/v1/runbooks", "runbooks"),
-    (r"/v1/events(/.*)?", "/v1/events", "network events"),
+    (r"/v1/allocations(/.*)?", "/v1/allocations", "allocation management"),
+    (r"/v1/deploy_templates(/.*)?", "/v1/deploy_templates", "deploy template management"),
+    (r"/v1/runbooks(/.*)?", "/v1/runbooks", "runbook management"),
+    (r"/v1/events(/.*)?", "/v1/events", "network event handling"),
     (r"/v1/shards(/.*)?", "/v1/shards", "shard listing"),
     (r"/v1/nodes/validate", "/v1/nodes/validate", "interface validation"),
     (_NODE + r"/states/power", "/v1/nodes/{node}/states/power", "power control"),
@@ -34,9 +34,9 @@ UNSERVED: list[tuple[str, str, str]] = [
     (_NODE + r"/states/raid", "/v1/nodes/{node}/states/raid", "RAID configuration"),
     (_NODE + r"/states/console", "/v1/nodes/{node}/states/console", "the serial console"),
     (_NODE + r"/states/boot_mode", "/v1/nodes/{node}/states/boot_mode",
-     "boot mode changes"),
+     "boot mode control"),
     (_NODE + r"/states/secure_boot", "/v1/nodes/{node}/states/secure_boot",
-     "secure boot changes"),
+     "secure boot control"),
     (_NODE + r"/management/boot_device(/supported)?",
      "/v1/nodes/{node}/management/boot_device", "boot device management"),
     (_NODE + r"/management/inject_nmi", "/v1/nodes/{node}/management/inject_nmi",
@@ -47,16 +47,15 @@ UNSERVED: list[tuple[str, str, str]] = [
     (_NODE + r"/vendor_passthru(/.*)?", "/v1/nodes/{node}/vendor_passthru",
      "vendor passthru"),
     (_NODE + r"/vifs(/.*)?", "/v1/nodes/{node}/vifs", "VIF attachment"),
-    (_NODE + r"/volume(/.*)?", "/v1/nodes/{node}/volume", "volume connectors and targets"),
-    (_NODE + r"/bios(/.*)?", "/v1/nodes/{node}/bios", "BIOS settings"),
-    (_NODE + r"/allocation", "/v1/nodes/{node}/allocation", "allocations"),
+    (_NODE + r"/volume(/.*)?", "/v1/nodes/{node}/volume", "volume management"),
+    (_NODE + r"/bios(/.*)?", "/v1/nodes/{node}/bios", "BIOS settings management"),
+    (_NODE + r"/allocation", "/v1/nodes/{node}/allocation", "allocation management"),
     (_NODE + r"/history(/.*)?", "/v1/nodes/{node}/history", "node history"),
     (_NODE + r"/children", "/v1/nodes/{node}/children", "child node listing"),
-    (_NODE + r"/firmware(/.*)?", "/v1/nodes/{node}/firmware", "firmware components"),
-    (_NODE + r"/vmedia(/.*)?", "/v1/nodes/{node}/vmedia", "virtual media"),
-    (_NODE + r"/portgroups(/.*)?", "/v1/nodes/{node}/portgroups", "port groups"),
-    (_NODE + r"/ports(/.*)?", "/v1/nodes/{node}/ports",
-     "listing ports by node path (use /v1/ports?node=)"),
+    (_NODE + r"/firmware(/.*)?", "/v1/nodes/{node}/firmware", "firmware management"),
+    (_NODE + r"/vmedia(/.*)?", "/v1/nodes/{node}/vmedia", "virtual media management"),
+    (_NODE + r"/portgroups(/.*)?", "/v1/nodes/{node}/portgroups", "port group management"),
+    (_NODE + r"/ports(/.*)?", "/v1/nodes/{node}/ports", "port listing by node path"),
 ]
 _COMPILED = [(re.compile(pattern), endpoint, what) for pattern, endpoint, what in UNSERVED]
 
@@ -69,11 +68,16 @@ def refusal(path: str) -> tuple[str, str] | None:
     return None
 
 
+#: Where a feature served differently here is found instead (else: a full Ironic).
+HINTS = {"/v1/nodes/{node}/ports": "List a node's ports with GET /v1/ports?node=<node>."}
+
+
 def message(endpoint: str, what: str) -> str:
     """What the client is told: the feature, the endpoint, and where to get it."""
+    hint = HINTS.get(endpoint, f"Use a full Ironic deployment for {what}.")
     return (f"{what[0].upper()}{what[1:]} is not available through this service: it serves "
             f"Ironic's API for enrolment, inspection and inspection rules only, not "
-            f"{endpoint}. Use a full Ironic deployment for {what}.")
+            f"{endpoint}. {hint}")
 
 
 def install(app: Flask) -> None:

@@ -209,15 +209,20 @@ def test_traits_as_ironic_serves_them(api):
 @pytest.mark.parametrize(("method", "path", "words"), [
     ("get", "/v1/drivers", "Driver listing is not available through this service"),
     ("get", "/v1/chassis/", "Chassis is not available"),
-    ("put", "/v1/nodes/n1/states/power", "Power control is not available"),
     ("get", "/v1/nodes/n1/history", "Node history is not available"),
     ("post", "/v1/nodes/n1/vifs", "VIF attachment is not available"),
-    ("put", "/v1/nodes/n1/management/boot_device", "Boot device management is not available"),
-    ("get", "/v1/nodes/n1/validate", "Interface validation is not available"),
+    ("get", "/v1/nodes/n1/bios/setting", "BIOS settings management is not available"),
+    ("put", "/v1/nodes/n1/states/raid", "RAID configuration is not available"),
+    ("post", "/v1/allocations", "Allocation management is not available"),
 ])
 def test_unserved_ironic_endpoints_are_refused_by_name(api, method, path, words):
     resp = getattr(api.client, method)(path, headers=V)
     assert resp.status_code == 501 and words in error_message(resp), resp.json
+
+
+def test_a_node_s_ports_path_points_to_the_served_one(api):
+    resp = api.client.get("/v1/nodes/n1/ports", headers=V)
+    assert resp.status_code == 501 and "GET /v1/ports?node=<node>" in error_message(resp)
 
 
 def test_unknown_paths_and_missing_nodes_stay_plain_404(api):
