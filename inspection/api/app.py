@@ -14,6 +14,7 @@ from inspection.api import (
     continue_inspection,
     errors,
     metrics,
+    node_groups,
     nodes,
     openapi,
     ports,
@@ -139,7 +140,8 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     _install_auth(app, conf)
     _install_input_checks(app)
     metrics.install(app)
-    for module in (versions, openapi, continue_inspection, rules, nodes, traits, ports):
+    for module in (versions, openapi, continue_inspection, rules, nodes, traits,
+                   node_groups, ports):
         app.register_blueprint(module.bp)
     app.wsgi_app = _accept_trailing_slash(app.wsgi_app)
     return app

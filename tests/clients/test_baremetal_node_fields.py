@@ -134,6 +134,11 @@ def test_list_filters_filter(bm, parent):
     assert "fields-child" not in names()  # as Ironic: children only when asked for
     assert "fields-child" in names("--include-children")
     assert names("--parent-node", "fields-parent") == ["fields-child"]
+    child = bm.json("node", "show", "fields-child")["uuid"]
+    assert [c["children"] for c in bm.json("node", "children", "list", "fields-parent")] \
+        == [child]
+    shards = {s["name"]: s["count"] for s in bm.json("shard", "list")}
+    assert shards["s-1"] == 1 and shards["s-2"] == 1
 
 
 def test_traits(bm):

@@ -243,3 +243,19 @@ def test_reset_interfaces_with_a_new_driver(api):
     assert resp.status_code == 200, resp.json
     assert (resp.json["boot_interface"], resp.json["power_interface"],
             resp.json["inspect_interface"]) == (None, "redfish", "agent")
+
+
+def test_shards_and_children(api):
+    parent = _create(api, name="p", shard="s1").json
+    _create(api, name="a", shard="s1")
+    child = _create(api, name="c", shard="s2", parent_node="p").json
+    _create(api, name="u")
+    shards = api.client.get("/v1/shards", headers=V).json["shards"]
+    assert shards == [{"name": "s1", "count": 2}, {"name": "None", "count": 1},
+                      {"name": "s2", "count": 1}]
+    children = api.client.get("/v1/nodes/p/children", headers=V).json
+    assert children["children"] == [child["uuid"]]
+    assert children["links"]["href"].endswith(f"/v1/nodes?parent_node={parent['uuid']}")
+    assert api.client.get("/v1/nodes/a/children", headers=V).json["children"] == []
+    old = {"X-OpenStack-Ironic-API-Version": "1.81"}
+    assert api.client.get("/v1/shards", headers=old).status_code == 404
