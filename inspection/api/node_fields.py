@@ -57,7 +57,8 @@ NETWORK_DATA_SCHEMA = {
         "links": {"type": "array", "items": {
             "type": "object", "required": ["id", "type"],
             "properties": {"id": _ID, "type": _ID, "ethernet_mac_address": _MAC,
-                           "vlan_mac_address": _MAC, "mtu": {"type": ["integer", "null"]},
+                           "vlan_mac_address": _MAC,
+                           "mtu": {"type": ["number", "null"], "minimum": 1, "maximum": 65535},
                            "vlan_id": {"type": "integer"}, "vlan_link": _ID,
                            "bond_links": {"type": "array", "items": _ID}},
             "allOf": [
