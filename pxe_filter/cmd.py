@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "node/port database and apply update_pxe_filters broadcasts.",
         epilog=_options_help())
     config.add_config_options(parser, config.FILTER_DEFAULTS)
+    config.add_version_option(parser)
     parser.add_argument("--once", action="store_true",
                         help="run one full sync and exit (1 if a file could not be written)")
     parser.add_argument("--debug", action="store_true",
@@ -103,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def load() -> None:
         config.load(conf, files, args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
+        logs.log_option_values(conf, LOG)
 
     return lifecycle.run(LOG, life, load=load, start=start, serve=serve, shutdown=shutdown)
 

@@ -15,12 +15,15 @@ from inspection.api import (
     crosssite,
     errors,
     metrics,
+    node_groups,
     nodes,
     openapi,
     ports,
     power,
     ratelimit,
+    refusals,
     rules,
+    traits,
     versions,
 )
 from inspection.api.auth import REALM, BasicAuth, Throttled, default_concurrency
@@ -141,11 +144,13 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     errors.register(app)
     crosssite.install(app, conf)
     ratelimit.install(app, conf)
+    refusals.install(app)
     versions.install(app)
     _install_auth(app, conf)
     _install_input_checks(app)
     metrics.install(app)
-    for module in (versions, openapi, continue_inspection, rules, nodes, power, ports):
+    for module in (versions, openapi, continue_inspection, rules, nodes, traits,
+                   node_groups, power, ports):
         app.register_blueprint(module.bp)
     app.wsgi_app = _accept_trailing_slash(app.wsgi_app)
     return app

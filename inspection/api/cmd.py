@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="HTTP API of the inspection service: the ramdisk callback "
                     "(/v1/continue_inspection), inspection rules, nodes and ports.")
     config.add_config_options(parser, config.INSPECTION_DEFAULTS)
+    config.add_version_option(parser)
     parser.add_argument("--debug", action="store_true",
                         help="log at DEBUG level (same as [DEFAULT]debug = true)")
     return parser
@@ -128,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                   config.INSPECTION_DEFAULTS),
                     args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
+        logs.log_option_values(conf, LOG)
 
     return lifecycle.run(LOG, life, load=load, start=api.start, serve=api.serve,
                          shutdown=api.shutdown)

@@ -45,7 +45,8 @@ def json_error(code: int, message: str, headers: dict | None = None,
     return response
 
 
-def _http_error(exc: HTTPException) -> Response:
+def http_error(exc: HTTPException) -> Response:
+    """An HTTP error of werkzeug (404, 405, 413...) in Ironic's body."""
     # Keep headers such as Allow (405) or WWW-Authenticate, drop werkzeug's HTML body.
     headers = {k: v for k, v in exc.get_response().headers.items()
                if k.lower() not in ("content-type", "content-length")}
@@ -75,7 +76,7 @@ def _unexpected(exc: Exception) -> Response:
 
 def register(app: Flask) -> None:
     """Install the handlers on ``app``."""
-    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(InspectionServiceError, _service_error)
     app.register_error_handler(ApiError, _api_error)
     app.register_error_handler(RuleValidationError, _rule_validation)

@@ -7,8 +7,16 @@ from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.orm import Session, load_only
 
 from inspection import attempts, inspect_control, locking, states
+from inspection.api import node_fields
 from inspection.api.context import ctx, json_body, json_object
 from inspection.api.errors import ApiError
+from inspection.api.nodes_filters import (
+    check_field_versions,
+    check_filter_versions,
+    children_filter,
+    field_filters,
+    parent_uuid,
+)
 from inspection.api.nodes_query import find_node, node_traits, stored_inventory
 from inspection.api.pagination import (
     PAGE_ARGS,
@@ -29,7 +37,7 @@ from inspection.api.patching import (
     node_name_problems,
 )
 from inspection.api.patching import apply as apply_patch
-from inspection.api.versions import require
+from inspection.api.versions import require, require_for
 from inspection.api.views import (
     BRIEF_NODE_FIELDS,
     COMPUTED_NODE_FIELDS,
@@ -55,12 +63,16 @@ from inspection.power import tasks as power_tasks
 
 bp = Blueprint("nodes", __name__)
 
+#: The longest maintenance reason stored (it is a TEXT column; see node_fields.STR_FIELDS).
+MAINTENANCE_REASON_LENGTH = 4096
+
 #: Inspect interface of nodes created through the API (rules run for it by default).
 DEFAULT_INSPECT_INTERFACE = "agent"
-_CREATE_FIELDS = {"uuid", *NODE_DICT_FIELDS, *NODE_STR_FIELDS}
+_CREATE_FIELDS = {"uuid", *NODE_DICT_FIELDS, *NODE_STR_FIELDS, *node_fields.CREATE_FIELDS}
 #: Filters of GET /v1/nodes (Ironic's, where this service holds the field, and ours).
 _FILTERS = ("provision_state", "driver", "maintenance", "resource_class", "conductor_group",
-            "fault", "auto_discovered")
+            "fault", "auto_discovered", "owner", "lessee", "project", "description_contains",
+            "shard", "sharded", "retired", "parent_node", "include_children")
 #: The version at which Ironic added each provision verb served here (1.x).
 _VERB_VERSIONS = {"manage": 4, "inspect": 6, "abort": 13}
 #: Sort keys: Ironic refuses its JSON columns; so do we.
@@ -68,7 +80,8 @@ _SORT_KEYS = {name: getattr(Node, name) for name in (
     "id", "uuid", "name", "driver", "provision_state", "target_provision_state", "maintenance",
     "resource_class", "conductor_group", "inspect_interface", "reservation",
     "auto_discovered", "inspection_started_at", "inspection_finished_at", "created_at",
-    "updated_at")}
+    "updated_at", "owner", "lessee", "description", "shard", "parent_node", "protected",
+    "retired", "maintenance_reason", *node_fields.INTERFACE_FIELDS)}
 
 
 def _view(session: Session, node: Node, fields: list[str] | None = None) -> dict:
@@ -84,7 +97,10 @@ def _list(path: str, detail_path: bool) -> Response:
     shown = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
     columns = {getattr(Node, name) for name in shown if name not in COMPUTED_NODE_FIELDS}
     query = sa.select(Node).options(load_only(Node.id, Node.uuid, *columns))
-    for name in ("provision_state", "driver", "resource_class"):
+    check_filter_versions()
+    if fields:
+        check_field_versions(fields, "showing")
+    for name in ("provision_state", "driver", "resource_class", "owner", "lessee"):
         value = request.args.get(name)
         if value is not None:
             query = query.where(getattr(Node, name) == value)
@@ -93,12 +109,14 @@ def _list(path: str, detail_path: bool) -> Response:
         query = query.where(sa.func.lower(Node.conductor_group) == group.lower())
     if request.args.get("fault") is not None:
         query = query.where(sa.false())  # no node of this service ever has a fault
-    for name in ("maintenance", "auto_discovered"):
+    for name in ("maintenance", "auto_discovered", "retired"):
         flag = bool_filter(name)
         if flag is not None:
             query = query.where(sa.func.coalesce(getattr(Node, name), False) == flag)
+    query = field_filters(query)
     c = ctx()
     with c.session() as session:
+        query = children_filter(session, query)
         marker = find_node(session, page.marker) if page.marker else None
         rows = session.execute(paginate(query, Node, page, _SORT_KEYS, marker)).scalars().all()
         traits = node_traits(session, {n.id for n in rows}) if "traits" in shown else {}
@@ -140,6 +158,8 @@ def _check_create(body: dict) -> list[str]:
             uuidlib.UUID(str(body["uuid"]))
         except ValueError:
             problems.append("uuid: must be a UUID")
+    problems.extend(node_fields.check(body, node_fields.CREATE_FIELDS))
+    problems.extend(node_fields.reason_problems(body))
     return problems
 
 
@@ -147,6 +167,8 @@ def _check_create(body: dict) -> list[str]:
 def create_node() -> tuple[Response, int, dict]:
     """Enroll a node (state ``enroll``, as Ironic does); 201 with its Location."""
     body = json_object()
+    # Fields newer than the request's version: 406, as Ironic (an explicit null is no value).
+    check_field_versions([n for n, v in body.items() if v not in (None, "")], "setting")
     problems = _check_create(body)
     if problems:
         raise ApiError(400, "Invalid node: " + "; ".join(problems), problems=problems)
@@ -159,10 +181,16 @@ def create_node() -> tuple[Response, int, dict]:
                 inspect_interface=body.get("inspect_interface") or DEFAULT_INSPECT_INTERFACE,
                 resource_class=body.get("resource_class"),
                 conductor_group=(body.get("conductor_group") or "").lower(),
-                provision_state=states.INITIAL, auto_discovered=False)
+                provision_state=states.INITIAL, auto_discovered=False,
+                **{name: body.get(name) for name in node_fields.CREATE_FIELDS
+                   if name != "inspect_interface"})
+    node.retired = bool(node.retired)
+    node.network_data = node.network_data or {}
     c = ctx()
     try:
         with c.session() as session:
+            if node.parent_node:  # stored as the parent's UUID, as Ironic does
+                node.parent_node = parent_uuid(session, node.parent_node)
             session.add(node)
             session.flush()
             view = node_view(node)
@@ -176,6 +204,8 @@ def show_node(node_ident: str) -> Response:
     """One node by UUID or name (secrets masked; only ``fields`` if given)."""
     check_args(("fields",))
     fields = fields_arg(NODE_FIELD_CHOICES)
+    if fields:
+        check_field_versions(fields, "showing")
     c = ctx()
     with c.session() as session:
         return jsonify(_view(session, find_node(session, node_ident), fields))
@@ -184,8 +214,21 @@ def show_node(node_ident: str) -> Response:
 @bp.patch("/v1/nodes/<ident(\"detail\"):node_ident>")
 def patch_node(node_ident: str) -> Response:
     """Apply an RFC 6902 patch to the fields Ironic lets clients change; 200 with the node."""
-    check_args(())
+    check_args(("reset_interfaces",))
+    reset = bool_filter("reset_interfaces")
+    if reset is not None:
+        require_for(45, "reset_interfaces")
     body = json_body()
+    if isinstance(body, list):  # what the patch touches must exist in the request's version
+        touched = {str(op.get("path", "")).lstrip("/").split("/", 1)[0]
+                   for op in body if isinstance(op, dict)}
+        if "traits" in touched:
+            raise ApiError(400, "Cannot update node traits via node patch. Node traits should "
+                                "be updated via the node traits API.")
+        check_field_versions(touched, "changing")
+        if reset and "driver" not in touched:
+            raise ApiError(400, "The reset_interfaces parameter can only be used when "
+                                "changing the node's driver.")
     c = ctx()
     with c.session() as session:
         node_id = find_node(session, node_ident).id
@@ -196,9 +239,24 @@ def patch_node(node_ident: str) -> Response:
                 if node is None:
                     raise ApiError(404, f"Node {node_ident[:64]} could not be found")
                 before = {name: getattr(node, name) for name in NODE_PATCHABLE}
-                before["maintenance"] = bool(before["maintenance"])
+                for name in ("maintenance", "protected", "retired"):
+                    before[name] = bool(before[name])
+                before["network_data"] = before["network_data"] or {}
                 values = check_node(apply_patch(before, body, NODE_PATCHABLE, NODE_DEFAULTS,
                                                 c.conf.inspection_rules.max_node_size))
+                if reset and values["driver"] != before["driver"]:
+                    # The new driver's defaults for every interface the patch leaves alone.
+                    for name in node_fields.INTERFACE_FIELDS:
+                        if values[name] == before[name]:
+                            values[name] = NODE_DEFAULTS[name]
+                node_fields.check_transition(node.uuid, node.provision_state,
+                                             values["maintenance"], before, values)
+                if values["parent_node"] and values["parent_node"] != before["parent_node"]:
+                    values["parent_node"] = parent_uuid(session, values["parent_node"])
+                    if values["parent_node"] == node.uuid:
+                        raise ApiError(400, "parent_node: a node cannot be its own parent")
+                if before["maintenance"] and not values["maintenance"]:
+                    node.maintenance_reason = None  # as Ironic, out of maintenance
                 for name, value in values.items():
                     if value != before[name]:
                         setattr(node, name, value)
@@ -216,7 +274,7 @@ def patch_node(node_ident: str) -> Response:
         return jsonify(_view(session, node))
 
 
-def _set_maintenance(node_ident: str, value: bool) -> tuple[str, int]:
+def _set_maintenance(node_ident: str, value: bool, reason: str | None) -> tuple[str, int]:
     c = ctx()
     with c.session() as session:
         node_id = find_node(session, node_ident).id
@@ -224,6 +282,7 @@ def _set_maintenance(node_ident: str, value: bool) -> tuple[str, int]:
         node = session.get(Node, node_id)
         if node is not None:
             node.maintenance = value
+            node.maintenance_reason = reason
     return "", 202
 
 
@@ -236,18 +295,18 @@ def set_maintenance(node_ident: str) -> tuple[str, int]:
     if not isinstance(body, dict) or set(body) - {"reason"}:
         raise ApiError(400, 'The request body must be {"reason": null} or empty')
     reason = body.get("reason", request.args.get("reason"))
-    if reason is not None:
-        # Dropping it silently would lose what the operator wrote.
-        raise ApiError(400, "This service stores no maintenance reason: set maintenance "
-                            "without one")
-    return _set_maintenance(node_ident, True)
+    if reason is not None and (not isinstance(reason, str)
+                               or len(reason) > MAINTENANCE_REASON_LENGTH):
+        raise ApiError(400, f"reason: must be a string of at most "
+                            f"{MAINTENANCE_REASON_LENGTH} characters")
+    return _set_maintenance(node_ident, True, reason)
 
 
 @bp.delete("/v1/nodes/<ident(\"detail\"):node_ident>/maintenance")
 def clear_maintenance(node_ident: str) -> tuple[str, int]:
     """Take the node out of maintenance (Ironic's ``node maintenance unset``); 202."""
     check_args(())
-    return _set_maintenance(node_ident, False)
+    return _set_maintenance(node_ident, False, None)
 
 
 @bp.delete("/v1/nodes/<ident(\"detail\"):node_ident>")
@@ -257,6 +316,10 @@ def delete_node(node_ident: str) -> tuple[str, int]:
     with c.session() as session:
         node = find_node(session, node_ident)
         node_id, node_uuid, state = node.id, node.uuid, node.provision_state
+        protected = bool(node.protected)
+    if protected:  # Ironic's NodeProtected
+        raise ApiError(403, f"Node {node_uuid} is protected and cannot be undeployed, "
+                            f"rebuilt or deleted")
     if state in INSPECTION_STATES:
         raise InvalidState(f"Node {node_uuid} is in state {state!r}: abort the inspection "
                            f"before deleting it")

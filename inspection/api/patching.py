@@ -12,6 +12,7 @@ from typing import Any
 
 import jsonpatch
 
+from inspection.api import node_fields
 from inspection.api.context import to_bool
 from inspection.api.errors import ApiError
 from inspection.common.bounded_patch import PatchTooLarge, apply_bounded
@@ -26,7 +27,7 @@ NODE_DICT_FIELDS = ("driver_info", "properties", "extra", "instance_info")
 NODE_STR_FIELDS = {"name": 255, "driver": 255, "inspect_interface": 255, "resource_class": 80,
                    "conductor_group": 255}
 #: Node fields a PATCH may change (Ironic's updatable fields that this service stores).
-NODE_PATCHABLE = (*NODE_DICT_FIELDS, *NODE_STR_FIELDS, "maintenance")
+NODE_PATCHABLE = (*NODE_DICT_FIELDS, *NODE_STR_FIELDS, "maintenance", *node_fields.PATCHABLE)
 #: Port fields a PATCH may change.
 PORT_PATCHABLE = ("address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
                   "physical_network")
@@ -34,7 +35,7 @@ PORT_PATCHABLE = ("address", "node_uuid", "pxe_enabled", "extra", "local_link_co
 NODE_DEFAULTS: dict[str, Any] = {"driver_info": {}, "properties": {}, "extra": {},
                                  "instance_info": {}, "name": None, "resource_class": None,
                                  "conductor_group": "", "inspect_interface": "agent",
-                                 "maintenance": False}
+                                 "maintenance": False, **node_fields.DEFAULTS}
 PORT_DEFAULTS: dict[str, Any] = {"pxe_enabled": True, "extra": {}, "local_link_connection": {},
                                  "physical_network": None}
 
@@ -115,6 +116,7 @@ def check_node(values: dict) -> dict:
         values["maintenance"] = to_bool("maintenance", values.get("maintenance"))
     except ApiError as exc:
         problems.append(exc.message)
+    problems.extend(node_fields.check(values, node_fields.PATCHABLE))
     if isinstance(values.get("conductor_group"), str):
         values["conductor_group"] = values["conductor_group"].lower()  # as Ironic stores it
     if problems:

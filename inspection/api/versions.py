@@ -107,6 +107,20 @@ def require(minor: int, status: int, message: str) -> None:
         raise ApiError(status, message)
 
 
+def allows(minor: int) -> bool:
+    """Whether the request may see what Ironic added at ``1.<minor>`` (a request naming no
+    version sees everything, as :func:`require` serves it)."""
+    return not g.get("api_version_named") or g.api_version >= (MIN_VERSION[0], minor)
+
+
+def require_for(minor: int, what: str) -> None:
+    """406 naming ``what`` and the version it needs, as Ironic's filters and fields answer."""
+    if not allows(minor):
+        raise ApiError(406, f"Request not acceptable: {what} needs API version 1.{minor} "
+                            f"or newer. The minimal required API version should be "
+                            f"1.{minor}")
+
+
 def base_url() -> str:
     """The URL this API is reached at (no trailing slash), for links: ``[api]public_endpoint``
     or the request's own."""

@@ -5,7 +5,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from inspection.api.versions import resource_links
+from inspection.api.node_fields import FIELD_VERSIONS, INTERFACE_FIELDS
+from inspection.api.versions import allows, resource_links
 from inspection.common.url_credentials import mask_url_passwords
 from inspection.db.models import Node, Port
 from inspection.rules.masking import DISPLAY_MASK, masked
@@ -16,16 +17,22 @@ BRIEF_NODE_FIELDS = ("uuid", "name", "driver", "instance_uuid", "power_state",
 NODE_FIELDS = ("uuid", "name", "driver", "driver_info", "driver_internal_info", "properties",
                "extra", "instance_info", "provision_state", "target_provision_state",
                "inspect_interface", "reservation", "last_error", "maintenance",
-               "inspection_started_at", "inspection_finished_at", "conductor_group",
-               "resource_class", "auto_discovered", "fault", "traits", "instance_uuid",
-               "power_state", "target_power_state", "created_at", "updated_at")
+               "maintenance_reason", "inspection_started_at", "inspection_finished_at",
+               "conductor_group", "resource_class", "auto_discovered", "fault", "traits",
+               "instance_uuid", "power_state", "target_power_state", "owner", "lessee",
+               "description",
+               "protected", "protected_reason", "retired", "retired_reason", "shard",
+               "parent_node", "network_data",
+               *(f for f in INTERFACE_FIELDS if f != "inspect_interface"),
+               "created_at", "updated_at")
 #: Node fields that are no column of ``nodes``.
 COMPUTED_NODE_FIELDS = ("fault", "traits", "instance_uuid")
 #: What ``?fields=`` may name for nodes; ``links`` is always shown.
 NODE_FIELD_CHOICES = NODE_FIELDS
 PORT_FIELDS = ("uuid", "address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
                "physical_network", "internal_info", "created_at", "updated_at")
-_DICT_FIELDS = ("driver_info", "driver_internal_info", "instance_info", "properties", "extra")
+_DICT_FIELDS = ("driver_info", "driver_internal_info", "instance_info", "properties", "extra",
+                "network_data")
 
 
 def mask_secrets(value: Any) -> Any:
@@ -45,7 +52,9 @@ def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = No
               traits: Sequence[str] = ()) -> dict:
     """A node as the API shows it (``fields``, if given, instead of the brief or full set);
     ``traits`` are the node's, read by the caller (a separate table)."""
-    names = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
+    names = [name for name in fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
+             # hidden from a client older than the field, as Ironic hides it
+             if allows(FIELD_VERSIONS.get(name, 1))]
     # Never set by this service: it has no power sync or cleaning (fault) and deploys
     # nothing (instance_uuid). Null as Ironic shows them unset.
     computed = {"fault": None, "instance_uuid": None, "traits": sorted(traits)}
@@ -58,8 +67,9 @@ def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = No
         data["last_error"] = mask_url_passwords(data["last_error"], DISPLAY_MASK)
     if "maintenance" in data:
         data["maintenance"] = bool(data["maintenance"])
-    if "auto_discovered" in data:
-        data["auto_discovered"] = bool(data["auto_discovered"])
+    for name in ("auto_discovered", "protected", "retired"):
+        if name in data:
+            data[name] = bool(data[name])
     if "conductor_group" in data:
         data["conductor_group"] = data["conductor_group"] or ""
     data["links"] = resource_links(f"nodes/{node.uuid}")

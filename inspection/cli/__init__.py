@@ -10,7 +10,12 @@ from collections.abc import Sequence
 
 from inspection.cli import dbsync, filters, nodes, ports, rules
 from inspection.cli.errors import CommandError, UsageError
-from pxe_filter.common.config import INSPECTION_DEFAULTS, ConfigError, add_config_options
+from pxe_filter.common.config import (
+    INSPECTION_DEFAULTS,
+    ConfigError,
+    add_config_options,
+    add_version_option,
+)
 from pxe_filter.common.database import DatabaseError
 
 __all__ = ["CommandError", "UsageError", "build_parser", "main"]
@@ -63,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                "--config-file, --config-dir (dbsync, filters notify) may also come before "
                "COMMAND. Exit status: 0 success, 1 the API or another service refused or "
                "failed (error on stderr, one line), 2 bad usage or configuration.")
+    add_version_option(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     parent = config_parent()
     for module in _MODULES:

@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                "SIGTERM/SIGINT finish the inspections in progress and stop. Exit status: 0 "
                "stopped, 1 runtime error, 2 configuration error.")
     config.add_config_options(parser, config.INSPECTION_DEFAULTS)
+    config.add_version_option(parser)
     parser.add_argument("--debug", action="store_true",
                         help="log at DEBUG level (same as [DEFAULT]debug = true)")
     return parser
@@ -253,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def load() -> None:
         config.load(conf, files, args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
+        logs.log_option_values(conf, LOG)
 
     return lifecycle.run(LOG, life, load=load, start=worker.start, serve=life.idle,
                          shutdown=worker.shutdown)

@@ -3,6 +3,7 @@
 import argparse
 import os
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any
 
 from oslo_config import cfg
@@ -61,3 +62,21 @@ def add_config_options(parser: argparse.ArgumentParser | Any,
                         help=f"configuration file (repeatable; later files win{where})")
     parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
                         help="directory of *.conf files read after --config-file")
+
+
+#: The distribution whose version ``--version`` prints.
+DISTRIBUTION = "ironic-pxe-filter"
+
+
+def package_version() -> str:
+    """The installed version of this distribution ("unknown" when run from a bare tree)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def add_version_option(parser: argparse.ArgumentParser) -> None:
+    """``--version``: print ``PROG VERSION`` and exit 0, as oslo.config's commands do."""
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {package_version()}")

@@ -64,6 +64,12 @@ def setup(conf: cfg.ConfigOpts, name: str, debug: bool = False) -> None:
         raise ConfigError(f"cannot set up logging: {exc}") from None
 
 
+def log_option_values(conf: cfg.ConfigOpts, log: logging.Logger) -> None:
+    """Every option's value at DEBUG, secrets as ``****``, as oslo.service-based services log
+    them at start (nothing is written unless ``debug`` is on)."""
+    conf.log_opt_values(log, logging.DEBUG)
+
+
 class _ExplicitErrorsOnly(logging.Formatter):
     """oslo.log's formatter, minus the summary of the exception being handled.
 

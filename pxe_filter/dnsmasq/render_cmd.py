@@ -19,6 +19,7 @@ from pxe_filter.common.config import (
     FILTER_DEFAULTS,
     ConfigError,
     add_config_options,
+    add_version_option,
     files_or_default,
     load,
 )
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "with 'dnsmasq --test' and install it atomically (mode 0644). An invalid "
                     "configuration is reported and the installed file is kept.")
     add_config_options(parser, FILTER_DEFAULTS)
+    add_version_option(parser)
     parser.add_argument("--output", metavar="PATH",
                         help="where to write (default: [dnsmasq]config_file); '-' prints the "
                              "checked configuration on stdout")

@@ -18,6 +18,7 @@ from pxe_filter.common.config import (
     FILTER_DEFAULTS,
     ConfigError,
     add_config_options,
+    add_version_option,
     files_or_default,
     load,
 )
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "counts, wildcard policy, last sync and broadcast, files "
                                "repaired, errors and the dnsmasq it drives.")
     add_config_options(parser, FILTER_DEFAULTS)
+    add_version_option(parser)
     parser.add_argument("--format", choices=["human", "json"], default="human")
     return parser
 

@@ -60,7 +60,7 @@ def server_factory(tmp_path_factory) -> Iterator[Callable[..., Server]]:
             api.update(auth_strategy="http_basic", http_basic_auth_user_file=write_htpasswd(
                 workdir / "htpasswd", {USER: PASSWORD}))
         process = start_api(workdir, _migrated(db), extra_conf={"api": api, **(conf or {})})
-        started.append(server := Server(process, (USER, PASSWORD) if auth else None))
+        started.append(server := Server(process, (USER, PASSWORD) if auth else None, db))
         process.wait_ready()
         return server
 

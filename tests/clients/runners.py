@@ -23,6 +23,9 @@ class Server:
 
     process: ServiceProcess
     auth: tuple[str, str] | None
+    #: The database the server uses (for a test to set up what no API call can, e.g. a
+    #: deployed node).
+    db_url: str | None = None
 
     @property
     def url(self) -> str:

@@ -185,7 +185,7 @@ def test_fields_show_only_what_is_asked(api):
 
 # --- filters ---
 
-@pytest.mark.parametrize("path", ["/v1/nodes?owner=x", "/v1/nodes?bogus=1",
+@pytest.mark.parametrize("path", ["/v1/nodes?chassis_uuid=x", "/v1/nodes?bogus=1",
                                   "/v1/ports?adress=52:54:00:00:00:01",
                                   "/v1/inspection_rules?phases=main",
                                   "/v1/nodes/detail?detail=true", "/v1/nodes/n1?limit=1",
@@ -349,10 +349,14 @@ def test_maintenance_set_and_unset(api):
     _node(api, name="n1")
     assert api.client.put("/v1/nodes/n1/maintenance", json={"reason": None}).status_code == 202
     assert api.client.get("/v1/nodes/n1").json["maintenance"] is True
-    refused = api.client.put("/v1/nodes/n1/maintenance", json={"reason": "disk"})
+    assert api.client.get("/v1/nodes/n1").json["maintenance_reason"] is None
+    assert api.client.put("/v1/nodes/n1/maintenance", json={"reason": "disk"}).status_code == 202
+    assert api.client.get("/v1/nodes/n1").json["maintenance_reason"] == "disk"
+    refused = api.client.put("/v1/nodes/n1/maintenance", json={"reason": 3})
     assert refused.status_code == 400 and "reason" in error_message(refused)
     assert api.client.delete("/v1/nodes/n1/maintenance").status_code == 202
-    assert api.client.get("/v1/nodes/n1").json["maintenance"] is False
+    shown = api.client.get("/v1/nodes/n1").json
+    assert shown["maintenance"] is False and shown["maintenance_reason"] is None
 
 
 def test_methods_a_path_lacks_get_405(api):
