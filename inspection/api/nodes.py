@@ -7,6 +7,7 @@ from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.orm import Session, load_only
 
 from inspection import inspect_control, locking, states
+from inspection.api import authz
 from inspection.api.context import ctx, json_body, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, node_traits, stored_inventory
@@ -80,7 +81,7 @@ def _list(path: str, detail_path: bool) -> Response:
     # Only the columns shown: decoding every JSON column of 1000 nodes is most of a page.
     shown = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
     columns = {getattr(Node, name) for name in shown if name not in COMPUTED_NODE_FIELDS}
-    query = sa.select(Node).options(load_only(Node.id, Node.uuid, *columns))
+    query = authz.narrow_nodes(sa.select(Node).options(load_only(Node.id, Node.uuid, *columns)))
     for name in ("provision_state", "driver", "resource_class"):
         value = request.args.get(name)
         if value is not None:
@@ -157,6 +158,8 @@ def create_node() -> tuple[Response, int, dict]:
                 resource_class=body.get("resource_class"),
                 conductor_group=(body.get("conductor_group") or "").lower(),
                 provision_state=states.INITIAL, auto_discovered=False)
+    if authz.policy_owner():
+        node.owner = authz.policy_owner()
     c = ctx()
     try:
         with c.session() as session:

@@ -23,6 +23,9 @@ IRONIC = ("ironic==39.*", "psycopg2-binary", "PyMySQL")
 CLIENTS = ("python-ironicclient", "python-openstackclient", "openstacksdk",
            "ironic-python-agent")
 
+#: The identity service of an OpenStack cloud, served by a WSGI server of its venv.
+KEYSTONE = ("keystone==30.*", "waitress")
+
 #: Installing Ironic with its dependencies takes a few minutes on two cores.
 INSTALL_TIMEOUT = 1200
 
