@@ -1,0 +1,229 @@
+"""Inside an OpenStack cloud: a real Keystone, the API in its catalog, Ironic's policies.
+
+One Keystone (SQLite, fernet tokens) and one API process (``[api]auth_strategy = keystone``)
+serve the whole module. The ``baremetal`` CLI and openstacksdk log in with a password from
+``clouds.yaml`` and find the API through the catalog (service type ``baremetal``): no endpoint
+is given to them.
+"""
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+from inspection.db import migration
+from pxe_filter.common.database import create_engine
+from tests.clients.runners import CLIENT_TIMEOUT, HERE, SdkResult, call, client_env
+from tests.support.identity import REGION, Keystone
+from tests.support.processes import ServiceProcess
+from tests.support.services_procs import free_port, start_api
+
+PASSWORD = "cloud-user-pass"
+SERVICE_PASSWORD = "inspection-service-pass"
+RULE_ACTIONS = [{"op": "set-attribute", "args": {"path": "/properties/rack", "value": "r1"}}]
+
+#: clouds.yaml entries: name -> (user, project or None for system scope).
+CLOUDS = {"sysadmin": ("admin", None), "auditor": ("auditor", None),
+          "a-admin": ("a-admin", "tenant-a"), "a-member": ("a-member", "tenant-a"),
+          "b-member": ("b-member", "tenant-b")}
+
+
+@dataclass
+class Cloud:
+    """The running Keystone and API, and the clients' home with clouds.yaml."""
+
+    keystone: Keystone
+    api: ServiceProcess
+    projects: dict[str, str]
+    home: Path
+    clients_bin: Path
+
+    def baremetal(self, cloud: str, *args: str) -> subprocess.CompletedProcess:
+        """``baremetal --os-cloud <cloud> ...``: whatever it exits with."""
+        return subprocess.run([str(self.clients_bin / "baremetal"), "--os-cloud", cloud,
+                               *args], capture_output=True, text=True,
+                              env=client_env(self.home), timeout=CLIENT_TIMEOUT)
+
+    def names(self, cloud: str) -> set[str]:
+        """Names of the nodes ``baremetal node list`` shows to ``cloud``'s user."""
+        listed = self.ok(cloud, "node", "list", "--limit", "0", "--fields", "uuid", "name")
+        return {node["name"] for node in listed}
+
+    def ok(self, cloud: str, *args: str) -> object:
+        """A ``-f json`` command that must succeed; its parsed output."""
+        proc = self.baremetal(cloud, *args, "-f", "json")
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        return json.loads(proc.stdout)
+
+    def refused(self, cloud: str, *args: str) -> str:
+        """A command that must fail cleanly; what it printed."""
+        proc = self.baremetal(cloud, *args)
+        assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        return proc.stderr
+
+    def sdk(self, cloud: str, *calls: dict) -> SdkResult:
+        """openstacksdk calls, connected with ``openstack.connect(cloud=...)``."""
+        command = {"endpoint": None, "auth": None, "cloud": cloud, "calls": list(calls)}
+        proc = subprocess.run([str(self.clients_bin / "python"), str(HERE / "sdk_script.py")],
+                              input=json.dumps(command), capture_output=True, text=True,
+                              env=client_env(self.home), timeout=CLIENT_TIMEOUT)
+        assert proc.returncode == 0, proc.stderr
+        return SdkResult(json.loads(proc.stdout)["results"])
+
+
+def _clouds_yaml(keystone: Keystone, home: Path) -> None:
+    clouds = {}
+    for name, (user, project) in CLOUDS.items():
+        auth = {"auth_url": keystone.auth_url, "username": user, "user_domain_id": "default",
+                "password": keystone.admin_password if user == "admin" else PASSWORD}
+        if project is None:
+            auth["system_scope"] = "all"
+        else:
+            auth.update(project_name=project, project_domain_id="default")
+        clouds[name] = {"auth_type": "password", "auth": auth, "region_name": REGION,
+                       "identity_api_version": 3}
+    path = home / ".config" / "openstack" / "clouds.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"clouds": clouds}))
+
+
+@pytest.fixture(scope="module")
+def cloud(clients_bin, tmp_path_factory) -> Iterator[Cloud]:
+    """Keystone with users of every persona, the API registered in its catalog."""
+    keystone = Keystone(tmp_path_factory.mktemp("keystone"))
+    api = None
+    try:
+        keystone.start()
+        port = free_port()
+        user = {"password": PASSWORD}
+        made = keystone.setup(clients_bin, {
+            "projects": ["service", "tenant-a", "tenant-b"],
+            "users": [
+                {"name": "inspection", "password": SERVICE_PASSWORD, "project": "service",
+                 "roles": ["service"]},
+                {"name": "auditor", **user, "system_roles": ["reader"]},
+                {"name": "a-admin", **user, "project": "tenant-a", "roles": ["admin"]},
+                {"name": "a-member", **user, "project": "tenant-a", "roles": ["member"]},
+                {"name": "b-member", **user, "project": "tenant-b", "roles": ["member"]},
+            ],
+            "services": [{"type": "baremetal", "name": "ironic-inspection",
+                          "url": f"http://127.0.0.1:{port}"}],
+        })
+        workdir = tmp_path_factory.mktemp("api")
+        db = f"sqlite:///{workdir}/inspection.sqlite"
+        engine = create_engine(db)
+        migration.upgrade(engine)
+        engine.dispose()
+        api = start_api(workdir, db, port=port,
+                        extra_conf={
+                            "api": {"auth_strategy": "keystone"},
+                            "keystone_authtoken": {
+                                "auth_type": "password", "auth_url": keystone.auth_url,
+                                "www_authenticate_uri": keystone.auth_url,
+                                "username": "inspection", "password": SERVICE_PASSWORD,
+                                "user_domain_id": "default", "project_name": "service",
+                                "project_domain_id": "default", "region_name": REGION}})
+        api.wait_ready()
+        home = tmp_path_factory.mktemp("home")
+        _clouds_yaml(keystone, home)
+        yield Cloud(keystone, api, made["projects"], home, clients_bin)
+    finally:
+        if api is not None:
+            assert api.stop() == 0, api.log_text()
+            assert "Traceback" not in api.log_text(), api.log_text()
+        keystone.stop()
+
+
+def test_admin_drives_nodes_ports_and_rules_through_the_catalog(cloud):
+    node = cloud.ok("sysadmin", "node", "create", "--driver", "fake-hardware",
+                    "--name", "ks-admin-node")
+    port = cloud.ok("sysadmin", "port", "create", "52:54:00:0a:00:01", "--node", node["uuid"])
+    assert port["node_uuid"] == node["uuid"]
+    assert cloud.baremetal("sysadmin", "node", "manage", node["uuid"]).returncode == 0
+    shown = cloud.ok("sysadmin", "node", "show", "ks-admin-node")
+    assert shown["provision_state"] == "manageable"
+    rule = cloud.ok("sysadmin", "inspection", "rule", "create", "--description", "ks rule",
+                    "--actions", json.dumps(RULE_ACTIONS))
+    listed = cloud.ok("sysadmin", "inspection", "rule", "list")
+    assert rule["uuid"] in {r["uuid"] for r in listed}
+    assert cloud.baremetal("sysadmin", "inspection", "rule", "delete",
+                           rule["uuid"]).returncode == 0
+    # Every request carried a Keystone token and went to the catalog's URL.
+    assert "ks-admin-node" in cloud.names("sysadmin")
+
+
+def test_sdk_finds_the_api_in_the_catalog_and_authenticates(cloud):
+    result = cloud.sdk("sysadmin",
+                       call("create_node", driver="fake-hardware", name="ks-sdk-node"),
+                       call("nodes", details=True),
+                       call("create_port", address="52:54:00:0a:00:02",
+                            node_id="ks-sdk-node"),
+                       call("ports", node="ks-sdk-node"),
+                       call("endpoint_data"))
+    created = result.ok(0)
+    assert created["name"] == "ks-sdk-node"
+    assert "ks-sdk-node" in {n["name"] for n in result.ok(1)}
+    assert [p["address"] for p in result.ok(3)] == ["52:54:00:0a:00:02"]
+    # No endpoint was given: the SDK found the API in the catalog, and its versions there.
+    version = requests.get(cloud.api.url + "/v1", timeout=10).json()["version"]
+    assert result.ok(4)["max_microversion"] == version["version"]
+
+
+def test_system_reader_reads_and_is_refused_writes(cloud):
+    node = cloud.ok("sysadmin", "node", "create", "--driver", "fake-hardware",
+                    "--name", "ks-read-node")
+    assert "ks-read-node" in cloud.names("auditor")
+    assert cloud.ok("auditor", "node", "show", node["uuid"])["name"] == "ks-read-node"
+    cloud.ok("auditor", "inspection", "rule", "list")
+    refused = cloud.refused("auditor", "node", "create", "--driver", "fake-hardware")
+    assert "HTTP 403" in refused and "baremetal:node:create" in refused, refused
+    refused = cloud.refused("auditor", "node", "set", node["uuid"], "--extra", "a=b")
+    assert "HTTP 403" in refused and "baremetal:node:update_extra" in refused, refused
+    refused = cloud.refused("auditor", "inspection", "rule", "create",
+                            "--actions", json.dumps(RULE_ACTIONS))
+    assert "HTTP 403" in refused and "baremetal:inspection_rule:create" in refused, refused
+    error = cloud.sdk("auditor", call("delete_node", node["uuid"])).error()
+    assert error["status"] == 403, error
+    assert cloud.ok("sysadmin", "node", "show", node["uuid"])["name"] == "ks-read-node"
+
+
+def test_project_users_see_only_the_nodes_their_project_owns(cloud):
+    # A project admin's node belongs to the project (Ironic's self_owned_node rule).
+    owned = cloud.ok("a-admin", "node", "create", "--driver", "fake-hardware",
+                     "--name", "ks-tenant-a-node")
+    system = cloud.ok("sysadmin", "node", "create", "--driver", "fake-hardware",
+                      "--name", "ks-system-node")
+    seen = cloud.names("a-member")
+    assert seen == {"ks-tenant-a-node"}, seen
+    assert cloud.ok("a-member", "node", "show", owned["uuid"])["name"] == "ks-tenant-a-node"
+    assert cloud.names("b-member") == set()
+    # Another project's node, or one nobody owns, looks as if it did not exist.
+    for user, node in (("b-member", owned), ("a-member", system)):
+        hidden = cloud.refused(user, "node", "show", node["uuid"])
+        assert "HTTP 404" in hidden and "could not be found" in hidden, hidden
+    refused = cloud.refused("a-member", "node", "delete", owned["uuid"])
+    assert "HTTP 403" in refused, refused
+    assert cloud.refused("a-member", "inspection", "rule", "list")
+    both = cloud.names("sysadmin")
+    assert {"ks-tenant-a-node", "ks-system-node"} <= both
+
+
+def test_no_token_or_a_forged_one_is_refused_and_open_paths_stay_open(cloud):
+    url = cloud.api.url
+    for headers in ({}, {"X-Auth-Token": "gAAAAABforged-token"}):
+        response = requests.get(url + "/v1/nodes", headers=headers, timeout=10)
+        assert response.status_code == 401, response.text
+        assert response.headers["WWW-Authenticate"].startswith("Keystone uri="), \
+            response.headers
+        fault = json.loads(response.json()["error_message"])
+        assert fault["faultcode"] == "Client" and "token" in fault["faultstring"]
+        assert response.headers["x-openstack-request-id"].startswith("req-")
+    for path in ("/", "/v1", "/healthcheck"):
+        assert requests.get(url + path, timeout=10).status_code == 200, path
+    callback = requests.post(url + "/v1/continue_inspection", json={}, timeout=10)
+    assert callback.status_code == 400, callback.text  # answered, not asked for a token
