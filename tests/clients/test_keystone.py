@@ -144,17 +144,15 @@ def test_admin_drives_nodes_ports_and_rules_through_the_catalog(cloud):
                     "--name", "ks-admin-node")
     port = cloud.ok("sysadmin", "port", "create", "52:54:00:0a:00:01", "--node", node["uuid"])
     assert port["node_uuid"] == node["uuid"]
-    assert cloud.baremetal("sysadmin", "node", "manage", node["uuid"]).returncode == 0
-    shown = cloud.ok("sysadmin", "node", "show", "ks-admin-node")
-    assert shown["provision_state"] == "manageable"
     rule = cloud.ok("sysadmin", "inspection", "rule", "create", "--description", "ks rule",
                     "--actions", json.dumps(RULE_ACTIONS))
-    listed = cloud.ok("sysadmin", "inspection", "rule", "list")
-    assert rule["uuid"] in {r["uuid"] for r in listed}
-    assert cloud.baremetal("sysadmin", "inspection", "rule", "delete",
-                           rule["uuid"]).returncode == 0
-    # Every request carried a Keystone token and went to the catalog's URL.
-    assert "ks-admin-node" in cloud.names("sysadmin")
+    proc = cloud.baremetal("sysadmin", "node", "manage", node["uuid"])
+    assert proc.returncode == 0, proc.stderr
+    after = cloud.sdk("sysadmin", call("get_node", "ks-admin-node"),
+                      call("inspection_rules"), call("delete_inspection_rule", rule["uuid"]))
+    assert after.ok(0)["provision_state"] == "manageable"
+    assert rule["uuid"] in {r["id"] for r in after.ok(1)}
+    after.ok(2)
 
 
 def test_sdk_finds_the_api_in_the_catalog_and_authenticates(cloud):
@@ -175,42 +173,42 @@ def test_sdk_finds_the_api_in_the_catalog_and_authenticates(cloud):
 
 
 def test_system_reader_reads_and_is_refused_writes(cloud):
-    node = cloud.ok("sysadmin", "node", "create", "--driver", "fake-hardware",
-                    "--name", "ks-read-node")
+    node = cloud.sdk("sysadmin", call("create_node", driver="fake-hardware",
+                                      name="ks-read-node")).ok()
     assert "ks-read-node" in cloud.names("auditor")
-    assert cloud.ok("auditor", "node", "show", node["uuid"])["name"] == "ks-read-node"
-    cloud.ok("auditor", "inspection", "rule", "list")
     refused = cloud.refused("auditor", "node", "create", "--driver", "fake-hardware")
     assert "HTTP 403" in refused and "baremetal:node:create" in refused, refused
-    refused = cloud.refused("auditor", "node", "set", node["uuid"], "--extra", "a=b")
-    assert "HTTP 403" in refused and "baremetal:node:update_extra" in refused, refused
-    refused = cloud.refused("auditor", "inspection", "rule", "create",
-                            "--actions", json.dumps(RULE_ACTIONS))
-    assert "HTTP 403" in refused and "baremetal:inspection_rule:create" in refused, refused
-    error = cloud.sdk("auditor", call("delete_node", node["uuid"])).error()
-    assert error["status"] == 403, error
-    assert cloud.ok("sysadmin", "node", "show", node["uuid"])["name"] == "ks-read-node"
+    result = cloud.sdk("auditor", call("get_node", node["id"]), call("inspection_rules"),
+                       call("update_node", node["id"], extra={"a": "b"}),
+                       call("delete_node", node["id"]),
+                       call("create_inspection_rule", actions=RULE_ACTIONS))
+    assert result.ok(0)["name"] == "ks-read-node"
+    result.ok(1)
+    for index, rule in ((2, "baremetal:node:update_extra"), (3, "baremetal:node:delete"),
+                        (4, "baremetal:inspection_rule:create")):
+        error = result.error(index)
+        assert error["status"] == 403 and rule in error["message"], error
+    assert cloud.sdk("sysadmin", call("get_node", node["id"])).ok()["extra"] == {}
 
 
 def test_project_users_see_only_the_nodes_their_project_owns(cloud):
     # A project admin's node belongs to the project (Ironic's self_owned_node rule).
-    owned = cloud.ok("a-admin", "node", "create", "--driver", "fake-hardware",
-                     "--name", "ks-tenant-a-node")
-    system = cloud.ok("sysadmin", "node", "create", "--driver", "fake-hardware",
-                      "--name", "ks-system-node")
-    seen = cloud.names("a-member")
-    assert seen == {"ks-tenant-a-node"}, seen
-    assert cloud.ok("a-member", "node", "show", owned["uuid"])["name"] == "ks-tenant-a-node"
-    assert cloud.names("b-member") == set()
-    # Another project's node, or one nobody owns, looks as if it did not exist.
-    for user, node in (("b-member", owned), ("a-member", system)):
-        hidden = cloud.refused(user, "node", "show", node["uuid"])
-        assert "HTTP 404" in hidden and "could not be found" in hidden, hidden
-    refused = cloud.refused("a-member", "node", "delete", owned["uuid"])
-    assert "HTTP 403" in refused, refused
-    assert cloud.refused("a-member", "inspection", "rule", "list")
-    both = cloud.names("sysadmin")
-    assert {"ks-tenant-a-node", "ks-system-node"} <= both
+    owned = cloud.sdk("a-admin", call("create_node", driver="fake-hardware",
+                                      name="ks-tenant-a-node")).ok()
+    system = cloud.sdk("sysadmin", call("create_node", driver="fake-hardware",
+                                        name="ks-system-node")).ok()
+    assert cloud.names("a-member") == {"ks-tenant-a-node"}
+    hidden = cloud.refused("b-member", "node", "show", owned["id"])
+    assert "HTTP 404" in hidden and "could not be found" in hidden, hidden
+    member = cloud.sdk("a-member", call("get_node", owned["id"]),
+                       call("get_node", system["id"]), call("delete_node", owned["id"]),
+                       call("inspection_rules"))
+    assert member.ok(0)["name"] == "ks-tenant-a-node"
+    assert member.error(1)["status"] == 404  # a node nobody owns is hidden too
+    assert member.error(2)["status"] == 403  # members may not delete; project admins may
+    assert member.error(3)["status"] == 403
+    assert cloud.sdk("b-member", call("nodes")).ok() == []
+    assert {"ks-tenant-a-node", "ks-system-node"} <= cloud.names("sysadmin")
 
 
 def test_no_token_or_a_forged_one_is_refused_and_open_paths_stay_open(cloud):

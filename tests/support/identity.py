@@ -48,7 +48,6 @@ class Keystone:
             "token": {"provider": "fernet"},
             "fernet_tokens": {"key_repository": str(workdir / "fernet-keys")},
             "fernet_receipts": {"key_repository": str(workdir / "fernet-receipts")},
-            "credential": {"key_repository": str(workdir / "credential-keys")},
         })
         self.proc: subprocess.Popen | None = None
 
@@ -63,9 +62,8 @@ class Keystone:
     def start(self, timeout: float = 60) -> "Keystone":
         """Create the database and keys, bootstrap the admin, serve, wait for an answer."""
         self._manage("db_sync")
-        for setup in ("fernet_setup", "credential_setup"):
-            self._manage(setup, "--keystone-user", str(os.getuid()),
-                         "--keystone-group", str(os.getgid()))
+        self._manage("fernet_setup", "--keystone-user", str(os.getuid()),
+                     "--keystone-group", str(os.getgid()))
         self._manage("bootstrap", "--bootstrap-password", ADMIN_PASSWORD,
                      "--bootstrap-admin-url", self.auth_url,
                      "--bootstrap-public-url", self.auth_url,
