@@ -148,7 +148,7 @@ class Authorizer:
         self.enforcer = make_enforcer(conf)
 
     def creds(self, context: oslo_context.RequestContext) -> dict:
-        values = context.to_policy_values()
+        values = dict(context.to_policy_values())
         values["project_name"] = context.project_name
         if self.conf.rbac_service_role_elevated_access:
             values["config.service_project_name"] = self.conf.rbac_service_project_name
