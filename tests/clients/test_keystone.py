@@ -191,6 +191,21 @@ def test_system_reader_reads_and_is_refused_writes(cloud):
     assert cloud.sdk("sysadmin", call("get_node", node["id"])).ok()["extra"] == {}
 
 
+def test_refusals_use_ironic_errors_and_log_the_request_id(cloud):
+    token = cloud.keystone.token("auditor", PASSWORD)
+    answer = requests.post(cloud.api.url + "/v1/nodes", json={"driver": "fake-hardware"},
+                           headers={"X-Auth-Token": token}, timeout=10)
+    assert answer.status_code == 403
+    fault = json.loads(answer.json()["error_message"])
+    assert fault == {"faultstring": "Access was denied to the following resource: "
+                                    "baremetal:node:create",
+                     "faultcode": "Client", "debuginfo": None}
+    request_id = answer.headers["x-openstack-request-id"]
+    logged = [line for line in cloud.api.log_text().splitlines() if request_id in line]
+    assert any("baremetal:node:create" in line for line in logged), logged
+    assert token not in cloud.api.log_text()
+
+
 def test_project_users_see_only_the_nodes_their_project_owns(cloud):
     # A project admin's node belongs to the project (Ironic's self_owned_node rule).
     owned = cloud.sdk("a-admin", call("create_node", driver="fake-hardware",

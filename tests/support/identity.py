@@ -97,6 +97,18 @@ class Keystone:
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(proc.stdout)
 
+    def token(self, user: str, password: str, project: str | None = None) -> str:
+        """A token for ``user``, scoped to ``project`` (by name) or else to the system."""
+        scope: dict = {"system": {"all": True}}
+        if project is not None:
+            scope = {"project": {"name": project, "domain": {"id": "default"}}}
+        body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+            "name": user, "domain": {"id": "default"}, "password": password}}},
+            "scope": scope}}
+        response = requests.post(self.auth_url + "/auth/tokens", json=body, timeout=30)
+        assert response.status_code == 201, response.text
+        return response.headers["X-Subject-Token"]
+
     def log(self) -> str:
         """The end of Keystone's logs."""
         text = ""
