@@ -74,3 +74,15 @@ def test_shared_file_sets_only_options_that_both_services_read():
     for sample in ("etc/ironic-pxe-filter/ironic-pxe-filter.conf",
                    "etc/ironic-inspection/ironic-inspection.conf"):
         assert shared <= _sample_options(REPO / sample), sample
+
+
+def test_policy_sample_is_up_to_date(tmp_path):
+    generator = REPO / "etc/ironic-inspection/ironic-inspection-policy-generator.conf"
+    sample = REPO / "etc/ironic-inspection/policy.yaml.sample"
+    fresh = tmp_path / sample.name
+    tool = Path(sys.executable).with_name("oslopolicy-sample-generator")
+    proc = subprocess.run([str(tool), "--config-file", str(generator), "--output-file",
+                           str(fresh)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert sample.read_text() == fresh.read_text(), "stale policy sample: run scripts/genconfig"
+    assert '#"baremetal:node:traits:list":' in fresh.read_text()
