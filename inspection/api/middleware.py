@@ -71,6 +71,24 @@ def _ironic_error(app: WsgiApp) -> WsgiApp:
     return wrapped
 
 
+def keystone_problem(conf: cfg.ConfigOpts) -> str | None:
+    """What makes ``[keystone_authtoken]`` unusable (None when it can check tokens)."""
+    from keystoneauth1 import loading  # noqa: PLC0415
+    from keystonemiddleware import opts  # noqa: PLC0415
+
+    for group, options in opts.list_auth_token_opts():
+        conf.register_opts(options, group=group)
+    loading.register_auth_conf_options(conf, "keystone_authtoken")
+    section = conf.keystone_authtoken
+    missing = [name for name in ("www_authenticate_uri", "auth_type")
+               if not getattr(section, name)]
+    if missing:
+        return (f"[api]auth_strategy = keystone needs [keystone_authtoken] "
+                f"{' and '.join(missing)} (and the service user's credentials): see "
+                f"'Inside an OpenStack cloud' in docs/install.md")
+    return None
+
+
 def keystone_auth(app: WsgiApp, conf: cfg.ConfigOpts) -> WsgiApp:
     """keystonemiddleware's ``auth_token`` ([keystone_authtoken]) except on public paths."""
     from keystonemiddleware import auth_token  # noqa: PLC0415
