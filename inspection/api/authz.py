@@ -282,6 +282,34 @@ def policy_project() -> str | None:
     return g.get("policy_project")
 
 
+#: Fields hidden from users who may see a node but fail the field's rule, as Ironic words it.
+_REDACTED = (
+    ("last_error", "baremetal:node:get:last_error",
+     "** Value Redacted - Requires baremetal:node:get:last_error permission. **"),
+    ("reservation", "baremetal:node:get:reservation",
+     "** Redacted - requires baremetal:node:get:reservation permission. **"),
+    ("driver_internal_info", "baremetal:node:get:driver_internal_info",
+     {"content": "** Redacted - Requires baremetal:node:get:driver_internal_info "
+                 "permission. **"}),
+    ("driver_info", "baremetal:node:get:driver_info",
+     {"content": "** Redacted - requires baremetal:node:get:driver_info permission. **"}),
+)
+
+
+def redact_node(view: dict, owner: str | None, lessee: str | None) -> dict:
+    """``view`` without the fields this user's policies hide (Ironic's node_sanitize)."""
+    authorizer, creds = g.get("authorizer"), g.get("policy_creds")
+    if authorizer is None or creds is None:
+        return view  # noauth, http_basic: the admin sees everything
+    target = {**creds, "node.owner": owner, "node.lessee": lessee}
+    if authorizer.allowed("baremetal:node:get:filter_threshold", target, creds):
+        return view
+    for field, rule, hidden in _REDACTED:
+        if field in view and not authorizer.allowed(rule, target, creds):
+            view[field] = hidden
+    return view
+
+
 def narrow_nodes(query: sa.Select) -> sa.Select:
     """``query`` of nodes limited to those the policies let this user list."""
     project = policy_project()
@@ -313,8 +341,9 @@ def install(app: Flask, conf: cfg.ConfigOpts, public_endpoints: frozenset[str]) 
         if request.endpoint in public_endpoints or request.url_rule is None:
             return None  # open endpoints; unknown paths get their 404 or 405
         context = request_context()
+        g.authorizer, g.policy_creds = authorizer, authorizer.creds(context)
         try:
-            authorize(authorizer, authorizer.creds(context))
+            authorize(authorizer, g.policy_creds)
         except Concealed as exc:
             return errors.json_error(404, exc.message)
         except Forbidden as exc:

@@ -71,7 +71,9 @@ _SORT_KEYS = {name: getattr(Node, name) for name in (
 
 def _view(session: Session, node: Node, fields: list[str] | None = None) -> dict:
     """``node`` with every field (or ``fields``), its traits read in ``session``."""
-    return node_view(node, fields=fields, traits=node_traits(session, {node.id})[node.id])
+    return authz.redact_node(
+        node_view(node, fields=fields, traits=node_traits(session, {node.id})[node.id]),
+        node.owner, node.lessee)
 
 
 def _list(path: str, detail_path: bool) -> Response:
@@ -81,7 +83,9 @@ def _list(path: str, detail_path: bool) -> Response:
     # Only the columns shown: decoding every JSON column of 1000 nodes is most of a page.
     shown = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
     columns = {getattr(Node, name) for name in shown if name not in COMPUTED_NODE_FIELDS}
-    query = authz.narrow_nodes(sa.select(Node).options(load_only(Node.id, Node.uuid, *columns)))
+    # owner and lessee decide what the policies let this user see of each node
+    query = authz.narrow_nodes(sa.select(Node).options(
+        load_only(Node.id, Node.uuid, Node.owner, Node.lessee, *columns)))
     for name in ("provision_state", "driver", "resource_class"):
         value = request.args.get(name)
         if value is not None:
@@ -100,7 +104,8 @@ def _list(path: str, detail_path: bool) -> Response:
         marker = find_node(session, page.marker) if page.marker else None
         rows = session.execute(paginate(query, Node, page, _SORT_KEYS, marker)).scalars().all()
         traits = node_traits(session, {n.id for n in rows}) if "traits" in shown else {}
-        nodes = [node_view(n, detail, fields, traits.get(n.id, ())) for n in rows]
+        nodes = [authz.redact_node(node_view(n, detail, fields, traits.get(n.id, ())),
+                                   n.owner, n.lessee) for n in rows]
     body: dict = {"nodes": nodes}
     following = next_link(len(rows), rows[-1].uuid if rows else None, page, path)
     if following:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import sqlalchemy as sa
 
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
@@ -39,6 +40,7 @@ class Cloud:
     keystone: Keystone
     api: ServiceProcess
     projects: dict[str, str]
+    db: str
     home: Path
     clients_bin: Path
 
@@ -131,7 +133,7 @@ def cloud(clients_bin, tmp_path_factory) -> Iterator[Cloud]:
         api.wait_ready()
         home = tmp_path_factory.mktemp("home")
         _clouds_yaml(keystone, home)
-        yield Cloud(keystone, api, made["projects"], home, clients_bin)
+        yield Cloud(keystone, api, made["projects"], db, home, clients_bin)
     finally:
         if api is not None:
             assert api.stop() == 0, api.log_text()
@@ -224,6 +226,23 @@ def test_project_users_see_only_the_nodes_their_project_owns(cloud):
     assert member.error(3)["status"] == 403
     assert cloud.sdk("b-member", call("nodes")).ok() == []
     assert {"ks-tenant-a-node", "ks-system-node"} <= cloud.names("sysadmin")
+
+    # Leased to tenant-b (set in the database: node fields are another change's), the node
+    # shows to b's members, without its BMC details, as Ironic's defaults say.
+    engine = create_engine(cloud.db)
+    with engine.begin() as connection:
+        connection.execute(sa.text("UPDATE nodes SET lessee = :lessee, driver_info = :info "
+                                   "WHERE uuid = :uuid"),
+                           {"lessee": cloud.projects["tenant-b"], "uuid": owned["id"],
+                            "info": json.dumps({"ipmi_address": "192.0.2.9"})})
+    engine.dispose()
+    lessee = cloud.sdk("b-member", call("nodes", details=True), call("get_node", owned["id"]),
+                       call("delete_node", owned["id"]))
+    assert [n["name"] for n in lessee.ok(0)] == ["ks-tenant-a-node"]
+    assert "baremetal:node:get:driver_info" in lessee.ok(1)["driver_info"]["content"]
+    assert lessee.error(2)["status"] == 403
+    owner_view = cloud.sdk("a-member", call("get_node", owned["id"])).ok()
+    assert owner_view["driver_info"] == {"ipmi_address": "192.0.2.9"}
 
 
 def test_no_token_or_a_forged_one_is_refused_and_open_paths_stay_open(cloud):
