@@ -102,20 +102,6 @@ def cloud(clients_bin, tmp_path_factory) -> Iterator[Cloud]:
     try:
         keystone.start()
         port = free_port()
-        user = {"password": PASSWORD}
-        made = keystone.setup(clients_bin, {
-            "projects": ["service", "tenant-a", "tenant-b"],
-            "users": [
-                {"name": "inspection", "password": SERVICE_PASSWORD, "project": "service",
-                 "roles": ["service"]},
-                {"name": "auditor", **user, "system_roles": ["reader"]},
-                {"name": "a-admin", **user, "project": "tenant-a", "roles": ["admin"]},
-                {"name": "a-member", **user, "project": "tenant-a", "roles": ["member"]},
-                {"name": "b-member", **user, "project": "tenant-b", "roles": ["member"]},
-            ],
-            "services": [{"type": "baremetal", "name": "ironic-inspection",
-                          "url": f"http://127.0.0.1:{port}"}],
-        })
         workdir = tmp_path_factory.mktemp("api")
         db = f"sqlite:///{workdir}/inspection.sqlite"
         engine = create_engine(db)
@@ -130,6 +116,21 @@ def cloud(clients_bin, tmp_path_factory) -> Iterator[Cloud]:
                                 "username": "inspection", "password": SERVICE_PASSWORD,
                                 "user_domain_id": "default", "project_name": "service",
                                 "project_domain_id": "default", "region_name": REGION}})
+        # Keystone is set up while the API starts: it asks Keystone only on a request.
+        user = {"password": PASSWORD}
+        made = keystone.setup(clients_bin, {
+            "projects": ["service", "tenant-a", "tenant-b"],
+            "users": [
+                {"name": "inspection", "password": SERVICE_PASSWORD, "project": "service",
+                 "roles": ["service"]},
+                {"name": "auditor", **user, "system_roles": ["reader"]},
+                {"name": "a-admin", **user, "project": "tenant-a", "roles": ["admin"]},
+                {"name": "a-member", **user, "project": "tenant-a", "roles": ["member"]},
+                {"name": "b-member", **user, "project": "tenant-b", "roles": ["member"]},
+            ],
+            "services": [{"type": "baremetal", "name": "ironic-inspection",
+                          "url": f"http://127.0.0.1:{port}"}],
+        })
         api.wait_ready()
         home = tmp_path_factory.mktemp("home")
         _clouds_yaml(keystone, home)
