@@ -211,8 +211,12 @@ def test_refusals_use_ironic_errors_and_log_the_request_id(cloud):
 
 def test_project_users_see_only_the_nodes_their_project_owns(cloud):
     # A project admin's node belongs to the project (Ironic's self_owned_node rule).
-    owned = cloud.sdk("a-admin", call("create_node", driver="fake-hardware",
-                                      name="ks-tenant-a-node")).ok()
+    made = cloud.sdk("a-admin", call("create_node", driver="fake-hardware",
+                                     name="ks-tenant-a-node"),
+                     call("create_port", address="52:54:00:0a:00:0a",
+                          node_id="ks-tenant-a-node"))
+    owned = made.ok(0)
+    made.ok(1)  # the owner's admin may add ports
     system = cloud.sdk("sysadmin", call("create_node", driver="fake-hardware",
                                         name="ks-system-node")).ok()
     assert cloud.names("a-member") == {"ks-tenant-a-node"}
@@ -220,8 +224,9 @@ def test_project_users_see_only_the_nodes_their_project_owns(cloud):
     assert "HTTP 404" in hidden and "could not be found" in hidden, hidden
     member = cloud.sdk("a-member", call("get_node", owned["id"]),
                        call("get_node", system["id"]), call("delete_node", owned["id"]),
-                       call("inspection_rules"))
+                       call("inspection_rules"), call("ports"))
     assert member.ok(0)["name"] == "ks-tenant-a-node"
+    assert [p["address"] for p in member.ok(4)] == ["52:54:00:0a:00:0a"]
     assert member.error(1)["status"] == 404  # a node nobody owns is hidden too
     assert member.error(2)["status"] == 403  # members may not delete; project admins may
     assert member.error(3)["status"] == 403
