@@ -6,7 +6,9 @@ some of its own groups from there.
 """
 
 from oslo_config import cfg
+from oslo_middleware import cors
 
+from pxe_filter.common import logs
 from pxe_filter.common import options as shared
 
 DEFAULT_HOOKS = "ramdisk-error,validate-interfaces,ports,architecture"
@@ -182,6 +184,18 @@ def check_processing_opts(conf: cfg.ConfigOpts) -> None:
         raise ValueError(f"[processing]heartbeat_timeout ({group.heartbeat_timeout}) must be "
                          f"at least twice heartbeat_interval ({group.heartbeat_interval}), "
                          f"or a busy but live process is judged dead")
+
+
+#: Ironic's version headers, which browsers may send and read (Ironic's CORS defaults).
+VERSION_HEADERS = ["X-OpenStack-Ironic-API-Version", "X-OpenStack-Ironic-API-Minimum-Version",
+                   "X-OpenStack-Ironic-API-Maximum-Version"]
+
+
+def set_defaults() -> None:
+    """Our defaults of library options: oslo.log's, and Ironic's for CORS (idempotent)."""
+    logs.set_defaults()
+    cors.set_defaults(allow_methods=["GET", "PUT", "POST", "DELETE", "PATCH"],
+                      expose_headers=VERSION_HEADERS)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

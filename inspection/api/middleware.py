@@ -13,6 +13,8 @@ from typing import Any
 from oslo_config import cfg
 from oslo_middleware import cors, healthcheck, request_id
 
+from inspection import conf as inspection_conf
+
 WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
 
 #: Paths that need no token with [api]auth_strategy = keystone, as Ironic's public routes:
@@ -20,14 +22,7 @@ WsgiApp = Callable[[dict, Callable], Iterable[bytes]]
 PUBLIC_PATHS = re.compile(r"^/(v1/?)?$|^/v1/(continue_inspection|openapi\.json)/?$")
 HEALTHCHECK_PATH = "/healthcheck"
 
-#: Ironic's version headers, which browsers may send and read (as Ironic's CORS defaults).
-VERSION_HEADERS = ["X-OpenStack-Ironic-API-Version", "X-OpenStack-Ironic-API-Minimum-Version",
-                   "X-OpenStack-Ironic-API-Maximum-Version"]
-
-def set_cors_defaults() -> None:
-    """Ironic's CORS defaults: its methods, its version headers readable by browsers."""
-    cors.set_defaults(allow_methods=["GET", "PUT", "POST", "DELETE", "PATCH"],
-                      expose_headers=VERSION_HEADERS)
+VERSION_HEADERS = inspection_conf.VERSION_HEADERS
 
 
 class InspectionCORS(cors.CORS):
@@ -121,7 +116,7 @@ def with_healthcheck(app: WsgiApp, conf: cfg.ConfigOpts) -> WsgiApp:
 
 def layers(conf: cfg.ConfigOpts) -> list[Callable[[WsgiApp], WsgiApp]]:
     """The middleware, innermost first."""
-    set_cors_defaults()
+    inspection_conf.set_defaults()
     stack: list[Callable[[WsgiApp], WsgiApp]] = []
     if conf.api.auth_strategy == "keystone":
         stack.append(lambda app: keystone_auth(app, conf))
