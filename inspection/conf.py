@@ -6,12 +6,24 @@ some of its own groups from there.
 """
 
 from oslo_config import cfg
+from oslo_middleware import cors
 
+from pxe_filter.common import logs
 from pxe_filter.common import options as shared
 
 DEFAULT_HOOKS = "ramdisk-error,validate-interfaces,ports,architecture"
 
-default_opts = [shared.host_opt, shared.state_path_opt]
+rbac_opts = [
+    cfg.StrOpt("rbac_service_project_name", default="service",
+               help="Project of the users whose 'service' role the policies' service_role "
+                    "rule accepts ([api]auth_strategy = keystone), as in Ironic."),
+    cfg.BoolOpt("rbac_service_role_elevated_access", default=False,
+                help="Let users with the 'service' role in rbac_service_project_name act on "
+                     "every node as system members do (the service_role rule), as in "
+                     "Ironic."),
+]
+
+default_opts = [shared.host_opt, shared.state_path_opt, *rbac_opts]
 
 database_opts = shared.database_opts
 
@@ -115,11 +127,14 @@ inspection_rules_opts = [
 api_opts = [
     cfg.HostAddressOpt("host_ip", default="127.0.0.1", help="Address the API listens on."),
     cfg.PortOpt("port", default=6385, help="Port the API listens on."),
-    cfg.StrOpt("auth_strategy", default="noauth", choices=["noauth", "http_basic"],
+    cfg.StrOpt("auth_strategy", default="noauth",
+               choices=["noauth", "http_basic", "keystone"],
                help="Authentication of admin endpoints. noauth (the default, so that a "
                     "fresh install answers on 127.0.0.1) is refused on any address that is "
                     "not loopback unless allow_insecure_noauth is set: switch to http_basic "
-                    "before listening on the provisioning network."),
+                    "before listening on the provisioning network. keystone checks Keystone "
+                    "tokens ([keystone_authtoken]) and authorises with the policies "
+                    "([oslo_policy]), as Ironic does."),
     cfg.StrOpt("http_basic_auth_user_file", default="/etc/ironic-inspection/htpasswd",
                help="htpasswd file (bcrypt) for http_basic."),
     cfg.IntOpt("max_request_body_size", default=4 * 1024 * 1024, min=1024,
@@ -171,6 +186,13 @@ api_opts = [
                     "proxy. Default: the URL of each request."),
 ]
 
+healthcheck_opts = [
+    cfg.BoolOpt("enabled", default=True,
+                help="Serve /healthcheck without authentication for load balancers "
+                     "(oslo.middleware's healthcheck; the other [healthcheck] options say "
+                     "what it checks and shows). Ironic has the option too, off by default."),
+]
+
 worker_opts = [
     cfg.PortOpt("prometheus_port", default=0,
                 help="Port on which ironic-inspection-worker serves Prometheus metrics (GET "
@@ -215,6 +237,18 @@ def check_processing_opts(conf: cfg.ConfigOpts) -> None:
                          f"or a busy but live process is judged dead")
 
 
+#: Ironic's version headers, which browsers may send and read (Ironic's CORS defaults).
+VERSION_HEADERS = ["X-OpenStack-Ironic-API-Version", "X-OpenStack-Ironic-API-Minimum-Version",
+                   "X-OpenStack-Ironic-API-Maximum-Version"]
+
+
+def set_defaults() -> None:
+    """Our defaults of library options: oslo.log's, and Ironic's for CORS (idempotent)."""
+    logs.set_defaults()
+    cors.set_defaults(allow_methods=["GET", "PUT", "POST", "DELETE", "PATCH"],
+                      expose_headers=VERSION_HEADERS)
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register every inspection option group on ``conf`` (idempotent)."""
     conf.register_opts(default_opts)
@@ -223,6 +257,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(inspector_opts, group="inspector")
     conf.register_opts(inspection_rules_opts, group="inspection_rules")
     conf.register_opts(api_opts, group="api")
+    conf.register_opts(healthcheck_opts, group="healthcheck")
     conf.register_opts(worker_opts, group="worker")
     conf.register_opts(processing_opts, group="processing")
     conf.register_opts(bmc_opts, group="bmc")
@@ -238,6 +273,7 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         ("inspector", inspector_opts),
         ("inspection_rules", inspection_rules_opts),
         ("api", api_opts),
+        ("healthcheck", healthcheck_opts),
         ("worker", worker_opts),
         ("processing", processing_opts),
         ("bmc", bmc_opts),

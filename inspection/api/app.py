@@ -6,15 +6,18 @@ from typing import Any
 
 from flask import Flask, request
 from oslo_config import cfg
+from oslo_context import context as oslo_context
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 from werkzeug.routing import BaseConverter, Map
 
 from inspection.api import (
+    authz,
     continue_inspection,
     crosssite,
     errors,
     metrics,
+    middleware,
     node_groups,
     nodes,
     openapi,
@@ -57,7 +60,24 @@ def _default_dispatcher(conf: cfg.ConfigOpts, service: Any, engine: Engine) -> A
     return InProcessDispatcher(service, conf, conf.api.processing_threads)
 
 
+def _install_request_context(app: Flask, conf: cfg.ConfigOpts) -> None:
+    # oslo.log prints the context of the thread: the request ID (and, with Keystone, the
+    # user and project) in every line logged while handling the request.
+    keystone = conf.api.auth_strategy == "keystone"
+
+    @app.before_request
+    def remember_context():
+        if keystone:
+            authz.request_context().update_store()
+        else:  # identity headers are only trustworthy behind keystonemiddleware
+            oslo_context.RequestContext(
+                request_id=request.environ.get("openstack.request_id")).update_store()
+
+
 def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
+    if conf.api.auth_strategy == "keystone":
+        authz.install(app, conf, PUBLIC_ENDPOINTS)  # keystonemiddleware checked the token
+        return
     if conf.api.auth_strategy == "noauth":
         return
     checker = BasicAuth(conf.api.http_basic_auth_user_file,
@@ -146,13 +166,14 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     ratelimit.install(app, conf)
     refusals.install(app)
     versions.install(app)
-    _install_auth(app, conf)
+    _install_request_context(app, conf)
     _install_input_checks(app)
+    _install_auth(app, conf)
     metrics.install(app)
     for module in (versions, openapi, continue_inspection, rules, nodes, traits,
                    node_groups, power, ports):
         app.register_blueprint(module.bp)
-    app.wsgi_app = _accept_trailing_slash(app.wsgi_app)
+    app.wsgi_app = middleware.wrap(_accept_trailing_slash(app.wsgi_app), conf)
     return app
 
 

@@ -69,6 +69,12 @@ def check_conf(conf: cfg.ConfigOpts) -> None:
         inspection_conf.check_processing_opts(conf)
     except ValueError as exc:
         raise ServiceError(str(exc), EXIT_CONFIG) from None
+    if conf.api.auth_strategy == "keystone":
+        from inspection.api.middleware import keystone_problem  # noqa: PLC0415
+
+        problem = keystone_problem(conf)
+        if problem:
+            raise ServiceError(problem, EXIT_CONFIG)
     if (conf.api.auth_strategy == "noauth" and not is_loopback(conf.api.host_ip)
             and not conf.api.allow_insecure_noauth):
         raise ServiceError(f"[api]auth_strategy = noauth would let anyone who reaches "

@@ -7,7 +7,7 @@ from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.orm import Session, load_only
 
 from inspection import attempts, inspect_control, locking, states
-from inspection.api import node_fields
+from inspection.api import authz, node_fields
 from inspection.api.context import ctx, json_body, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_filters import (
@@ -86,7 +86,9 @@ _SORT_KEYS = {name: getattr(Node, name) for name in (
 
 def _view(session: Session, node: Node, fields: list[str] | None = None) -> dict:
     """``node`` with every field (or ``fields``), its traits read in ``session``."""
-    return node_view(node, fields=fields, traits=node_traits(session, {node.id})[node.id])
+    return authz.redact_node(
+        node_view(node, fields=fields, traits=node_traits(session, {node.id})[node.id]),
+        node.owner, node.lessee)
 
 
 def _list(path: str, detail_path: bool) -> Response:
@@ -96,7 +98,9 @@ def _list(path: str, detail_path: bool) -> Response:
     # Only the columns shown: decoding every JSON column of 1000 nodes is most of a page.
     shown = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
     columns = {getattr(Node, name) for name in shown if name not in COMPUTED_NODE_FIELDS}
-    query = sa.select(Node).options(load_only(Node.id, Node.uuid, *columns))
+    # owner and lessee decide what the policies let this user see of each node
+    query = authz.narrow_nodes(sa.select(Node).options(
+        load_only(Node.id, Node.uuid, Node.owner, Node.lessee, *columns)))
     check_filter_versions()
     if fields:
         check_field_versions(fields, "showing")
@@ -120,7 +124,8 @@ def _list(path: str, detail_path: bool) -> Response:
         marker = find_node(session, page.marker) if page.marker else None
         rows = session.execute(paginate(query, Node, page, _SORT_KEYS, marker)).scalars().all()
         traits = node_traits(session, {n.id for n in rows}) if "traits" in shown else {}
-        nodes = [node_view(n, detail, fields, traits.get(n.id, ())) for n in rows]
+        nodes = [authz.redact_node(node_view(n, detail, fields, traits.get(n.id, ())),
+                                   n.owner, n.lessee) for n in rows]
     body: dict = {"nodes": nodes}
     following = next_link(len(rows), rows[-1].uuid if rows else None, page, path)
     if following:
@@ -186,6 +191,9 @@ def create_node() -> tuple[Response, int, dict]:
                    if name != "inspect_interface"})
     node.retired = bool(node.retired)
     node.network_data = node.network_data or {}
+    if authz.policy_owner():
+        # A project-scoped creator's node belongs to its project, as in Ironic.
+        node.owner = authz.policy_owner()
     c = ctx()
     try:
         with c.session() as session:

@@ -5,6 +5,7 @@ import uuid as uuidlib
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
 
+from inspection.api import authz
 from inspection.api.context import ctx, json_body, json_object, to_bool
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, find_port, node_uuids
@@ -44,7 +45,7 @@ def _list(path: str, detail_path: bool) -> Response:
     if ident is not None and node_uuid is not None:
         raise ApiError(400, "Specify only one of node and node_uuid")
     address = request.args.get("address")
-    query = sa.select(Port)
+    query = authz.narrow_ports(sa.select(Port))
     if address is not None:
         try:
             query = query.where(Port.address == normalize_mac(address))

@@ -103,6 +103,8 @@ def test_startup_errors(tmp_path, db):
     assert_one_line_error(run_api(tmp_path, base(db, host_ip="0.0.0.0")), 2,
                           "allow_insecure_noauth")
     assert_one_line_error(run_api(tmp_path, base(db, port="not-a-port")), 2, "port")
+    assert_one_line_error(run_api(tmp_path, base(db, auth_strategy="keystone")), 2,
+                          "[keystone_authtoken] www_authenticate_uri and auth_type")
     rules = tmp_path / "rules.yaml"
     rules.write_text("- actions: [{op: no-such-op}]\n")
     sections = base(db)

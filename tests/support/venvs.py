@@ -25,6 +25,8 @@ CLIENTS = ("python-ironicclient", "python-openstackclient", "openstacksdk",
 
 #: The Redfish BMC emulator (``sushy-emulator --fake`` needs no libvirt).
 SUSHY_TOOLS = ("sushy-tools",)
+#: The identity service of an OpenStack cloud, served by a WSGI server of its venv.
+KEYSTONE = ("keystone==30.*", "waitress")
 
 #: Installing Ironic with its dependencies takes a few minutes on two cores.
 INSTALL_TIMEOUT = 1200

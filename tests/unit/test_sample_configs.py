@@ -74,3 +74,29 @@ def test_shared_file_sets_only_options_that_both_services_read():
     for sample in ("etc/ironic-pxe-filter/ironic-pxe-filter.conf",
                    "etc/ironic-inspection/ironic-inspection.conf"):
         assert shared <= _sample_options(REPO / sample), sample
+
+
+def test_policy_sample_is_up_to_date(tmp_path):
+    generator = REPO / "etc/ironic-inspection/ironic-inspection-policy-generator.conf"
+    sample = REPO / "etc/ironic-inspection/policy.yaml.sample"
+    fresh = tmp_path / sample.name
+    tool = Path(sys.executable).with_name("oslopolicy-sample-generator")
+    proc = subprocess.run([str(tool), "--config-file", str(generator), "--output-file",
+                           str(fresh)], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert sample.read_text() == fresh.read_text(), "stale policy sample: run scripts/genconfig"
+    assert '#"baremetal:node:traits:list":' in fresh.read_text()
+
+
+def test_policy_tools_see_the_configured_policy_file(tmp_path):
+    """The ``oslo.policy.enforcer`` entry point reads the service's --config-file."""
+    (tmp_path / "policy.yaml").write_text('"baremetal:node:create": "role:reader"\n')
+    (tmp_path / "api.conf").write_text(f"[oslo_policy]\npolicy_file = {tmp_path}/policy.yaml\n")
+    tool = Path(sys.executable).with_name("oslopolicy-policy-generator")
+    proc = subprocess.run([str(tool), "--namespace", "ironic-inspection", "--config-file",
+                           str(tmp_path / "api.conf")], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    effective = proc.stdout.splitlines()
+    assert '"baremetal:node:create": "role:reader"' in effective
+    assert '"baremetal:node:delete": "role:admin and system_scope:all"' in effective

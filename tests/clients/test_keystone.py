@@ -1,0 +1,267 @@
+"""Inside an OpenStack cloud: a real Keystone, the API in its catalog, Ironic's policies.
+
+One Keystone (SQLite, fernet tokens) and one API process (``[api]auth_strategy = keystone``)
+serve the whole module. The ``baremetal`` CLI and openstacksdk log in with a password from
+``clouds.yaml`` and find the API through the catalog (service type ``baremetal``): no endpoint
+is given to them.
+"""
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+import sqlalchemy as sa
+
+from inspection.db import migration
+from pxe_filter.common.database import create_engine
+from tests.clients.runners import CLIENT_TIMEOUT, HERE, SdkResult, call, client_env
+from tests.support.identity import REGION, Keystone
+from tests.support.processes import ServiceProcess
+from tests.support.services_procs import free_port, start_api
+
+PASSWORD = "cloud-user-pass"
+SERVICE_PASSWORD = "inspection-service-pass"
+RULE_ACTIONS = [{"op": "set-attribute", "args": {"path": "/properties/rack", "value": "r1"}}]
+
+#: clouds.yaml entries: name -> (user, project or None for system scope).
+CLOUDS = {"sysadmin": ("admin", None), "auditor": ("auditor", None),
+          "a-admin": ("a-admin", "tenant-a"), "a-member": ("a-member", "tenant-a"),
+          "b-member": ("b-member", "tenant-b")}
+
+
+@dataclass
+class Cloud:
+    """The running Keystone and API, and the clients' home with clouds.yaml."""
+
+    keystone: Keystone
+    api: ServiceProcess
+    projects: dict[str, str]
+    db: str
+    home: Path
+    clients_bin: Path
+
+    def baremetal(self, cloud: str, *args: str) -> subprocess.CompletedProcess:
+        """``baremetal --os-cloud <cloud> ...``: whatever it exits with."""
+        return subprocess.run([str(self.clients_bin / "baremetal"), "--os-cloud", cloud,
+                               *args], capture_output=True, text=True,
+                              env=client_env(self.home), timeout=CLIENT_TIMEOUT)
+
+    def names(self, cloud: str) -> set[str]:
+        """Names of the nodes ``baremetal node list`` shows to ``cloud``'s user."""
+        listed = self.ok(cloud, "node", "list", "--limit", "0", "--fields", "uuid", "name")
+        return {node["name"] for node in listed}
+
+    def ok(self, cloud: str, *args: str) -> object:
+        """A ``-f json`` command that must succeed; its parsed output."""
+        proc = self.baremetal(cloud, *args, "-f", "json")
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        return json.loads(proc.stdout)
+
+    def refused(self, cloud: str, *args: str) -> str:
+        """A command that must fail cleanly; what it printed."""
+        proc = self.baremetal(cloud, *args)
+        assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        return proc.stderr
+
+    def sdk(self, cloud: str, *calls: dict) -> SdkResult:
+        """openstacksdk calls, connected with ``openstack.connect(cloud=...)``."""
+        command = {"endpoint": None, "auth": None, "cloud": cloud, "calls": list(calls)}
+        proc = subprocess.run([str(self.clients_bin / "python"), str(HERE / "sdk_script.py")],
+                              input=json.dumps(command), capture_output=True, text=True,
+                              env=client_env(self.home), timeout=CLIENT_TIMEOUT)
+        assert proc.returncode == 0, proc.stderr
+        return SdkResult(json.loads(proc.stdout)["results"])
+
+
+def _clouds_yaml(keystone: Keystone, home: Path) -> None:
+    clouds = {}
+    for name, (user, project) in CLOUDS.items():
+        auth = {"auth_url": keystone.auth_url, "username": user, "user_domain_id": "default",
+                "password": keystone.admin_password if user == "admin" else PASSWORD}
+        if project is None:
+            auth["system_scope"] = "all"
+        else:
+            auth.update(project_name=project, project_domain_id="default")
+        clouds[name] = {"auth_type": "password", "auth": auth, "region_name": REGION,
+                       "identity_api_version": 3}
+    path = home / ".config" / "openstack" / "clouds.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"clouds": clouds}))
+
+
+@pytest.fixture(scope="module")
+def cloud(clients_bin, tmp_path_factory) -> Iterator[Cloud]:
+    """Keystone with users of every persona, the API registered in its catalog."""
+    keystone = Keystone(tmp_path_factory.mktemp("keystone"))
+    api = None
+    try:
+        keystone.start()
+        port = free_port()
+        workdir = tmp_path_factory.mktemp("api")
+        db = f"sqlite:///{workdir}/inspection.sqlite"
+        engine = create_engine(db)
+        migration.upgrade(engine)
+        engine.dispose()
+        api = start_api(workdir, db, port=port,
+                        extra_conf={
+                            "api": {"auth_strategy": "keystone"},
+                            "keystone_authtoken": {
+                                "auth_type": "password", "auth_url": keystone.auth_url,
+                                "www_authenticate_uri": keystone.auth_url,
+                                "username": "inspection", "password": SERVICE_PASSWORD,
+                                "user_domain_id": "default", "project_name": "service",
+                                "project_domain_id": "default", "region_name": REGION}})
+        # Keystone is set up while the API starts: it asks Keystone only on a request.
+        user = {"password": PASSWORD}
+        made = keystone.setup(clients_bin, {
+            "projects": ["service", "tenant-a", "tenant-b"],
+            "users": [
+                {"name": "inspection", "password": SERVICE_PASSWORD, "project": "service",
+                 "roles": ["service"]},
+                {"name": "auditor", **user, "system_roles": ["reader"]},
+                {"name": "a-admin", **user, "project": "tenant-a", "roles": ["admin"]},
+                {"name": "a-member", **user, "project": "tenant-a", "roles": ["member"]},
+                {"name": "b-member", **user, "project": "tenant-b", "roles": ["member"]},
+            ],
+            "services": [{"type": "baremetal", "name": "ironic-inspection",
+                          "url": f"http://127.0.0.1:{port}"}],
+        })
+        api.wait_ready()
+        home = tmp_path_factory.mktemp("home")
+        _clouds_yaml(keystone, home)
+        yield Cloud(keystone, api, made["projects"], db, home, clients_bin)
+    finally:
+        if api is not None:
+            assert api.stop() == 0, api.log_text()
+            assert "Traceback" not in api.log_text(), api.log_text()
+        keystone.stop()
+
+
+def test_admin_drives_nodes_ports_and_rules_through_the_catalog(cloud):
+    node = cloud.ok("sysadmin", "node", "create", "--driver", "fake-hardware",
+                    "--name", "ks-admin-node")
+    port = cloud.ok("sysadmin", "port", "create", "52:54:00:0a:00:01", "--node", node["uuid"])
+    assert port["node_uuid"] == node["uuid"]
+    rule = cloud.ok("sysadmin", "inspection", "rule", "create", "--description", "ks rule",
+                    "--actions", json.dumps(RULE_ACTIONS))
+    proc = cloud.baremetal("sysadmin", "node", "manage", node["uuid"])
+    assert proc.returncode == 0, proc.stderr
+    after = cloud.sdk("sysadmin", call("get_node", "ks-admin-node"),
+                      call("inspection_rules"), call("delete_inspection_rule", rule["uuid"]))
+    assert after.ok(0)["provision_state"] == "manageable"
+    assert rule["uuid"] in {r["id"] for r in after.ok(1)}
+    after.ok(2)
+
+
+def test_sdk_finds_the_api_in_the_catalog_and_authenticates(cloud):
+    result = cloud.sdk("sysadmin",
+                       call("create_node", driver="fake-hardware", name="ks-sdk-node"),
+                       call("nodes", details=True),
+                       call("create_port", address="52:54:00:0a:00:02",
+                            node_id="ks-sdk-node"),
+                       call("ports", node="ks-sdk-node"),
+                       call("endpoint_data"))
+    created = result.ok(0)
+    assert created["name"] == "ks-sdk-node"
+    assert "ks-sdk-node" in {n["name"] for n in result.ok(1)}
+    assert [p["address"] for p in result.ok(3)] == ["52:54:00:0a:00:02"]
+    # No endpoint was given: the SDK found the API in the catalog, and its versions there.
+    version = requests.get(cloud.api.url + "/v1", timeout=10).json()["version"]
+    assert result.ok(4)["max_microversion"] == version["version"]
+
+
+def test_system_reader_reads_and_is_refused_writes(cloud):
+    node = cloud.sdk("sysadmin", call("create_node", driver="fake-hardware",
+                                      name="ks-read-node")).ok()
+    assert "ks-read-node" in cloud.names("auditor")
+    refused = cloud.refused("auditor", "node", "create", "--driver", "fake-hardware")
+    assert "HTTP 403" in refused and "baremetal:node:create" in refused, refused
+    result = cloud.sdk("auditor", call("get_node", node["id"]), call("inspection_rules"),
+                       call("update_node", node["id"], extra={"a": "b"}),
+                       call("delete_node", node["id"]),
+                       call("create_inspection_rule", actions=RULE_ACTIONS))
+    assert result.ok(0)["name"] == "ks-read-node"
+    result.ok(1)
+    for index, rule in ((2, "baremetal:node:update_extra"), (3, "baremetal:node:delete"),
+                        (4, "baremetal:inspection_rule:create")):
+        error = result.error(index)
+        assert error["status"] == 403 and rule in error["message"], error
+    assert cloud.sdk("sysadmin", call("get_node", node["id"])).ok()["extra"] == {}
+
+
+def test_refusals_use_ironic_errors_and_log_the_request_id(cloud):
+    token = cloud.keystone.token("auditor", PASSWORD)
+    answer = requests.post(cloud.api.url + "/v1/nodes", json={"driver": "fake-hardware"},
+                           headers={"X-Auth-Token": token}, timeout=10)
+    assert answer.status_code == 403
+    fault = json.loads(answer.json()["error_message"])
+    assert fault == {"faultstring": "Access was denied to the following resource: "
+                                    "baremetal:node:create",
+                     "faultcode": "Client", "debuginfo": None}
+    request_id = answer.headers["x-openstack-request-id"]
+    logged = [line for line in cloud.api.log_text().splitlines() if request_id in line]
+    assert any("baremetal:node:create" in line for line in logged), logged
+    assert token not in cloud.api.log_text()
+
+
+def test_project_users_see_only_the_nodes_their_project_owns(cloud):
+    # A project admin's node belongs to the project (Ironic's self_owned_node rule).
+    made = cloud.sdk("a-admin", call("create_node", driver="fake-hardware",
+                                     name="ks-tenant-a-node"),
+                     call("create_port", address="52:54:00:0a:00:0a",
+                          node_id="ks-tenant-a-node"))
+    owned = made.ok(0)
+    made.ok(1)  # the owner's admin may add ports
+    system = cloud.sdk("sysadmin", call("create_node", driver="fake-hardware",
+                                        name="ks-system-node")).ok()
+    assert cloud.names("a-member") == {"ks-tenant-a-node"}
+    hidden = cloud.refused("b-member", "node", "show", owned["id"])
+    assert "HTTP 404" in hidden and "could not be found" in hidden, hidden
+    member = cloud.sdk("a-member", call("get_node", owned["id"]),
+                       call("get_node", system["id"]), call("delete_node", owned["id"]),
+                       call("inspection_rules"), call("ports"))
+    assert member.ok(0)["name"] == "ks-tenant-a-node"
+    assert [p["address"] for p in member.ok(4)] == ["52:54:00:0a:00:0a"]
+    assert member.error(1)["status"] == 404  # a node nobody owns is hidden too
+    assert member.error(2)["status"] == 403  # members may not delete; project admins may
+    assert member.error(3)["status"] == 403
+    assert cloud.sdk("b-member", call("nodes")).ok() == []
+    assert {"ks-tenant-a-node", "ks-system-node"} <= cloud.names("sysadmin")
+
+    # Leased to tenant-b (set in the database: node fields are another change's), the node
+    # shows to b's members, without its BMC details, as Ironic's defaults say.
+    engine = create_engine(cloud.db)
+    with engine.begin() as connection:
+        connection.execute(sa.text("UPDATE nodes SET lessee = :lessee, driver_info = :info "
+                                   "WHERE uuid = :uuid"),
+                           {"lessee": cloud.projects["tenant-b"], "uuid": owned["id"],
+                            "info": json.dumps({"ipmi_address": "192.0.2.9"})})
+    engine.dispose()
+    lessee = cloud.sdk("b-member", call("nodes", details=True), call("get_node", owned["id"]),
+                       call("delete_node", owned["id"]))
+    assert [n["name"] for n in lessee.ok(0)] == ["ks-tenant-a-node"]
+    assert "baremetal:node:get:driver_info" in lessee.ok(1)["driver_info"]["content"]
+    assert lessee.error(2)["status"] == 403
+    owner_view = cloud.sdk("a-member", call("get_node", owned["id"])).ok()
+    assert owner_view["driver_info"] == {"ipmi_address": "192.0.2.9"}
+
+
+def test_no_token_or_a_forged_one_is_refused_and_open_paths_stay_open(cloud):
+    url = cloud.api.url
+    for headers in ({}, {"X-Auth-Token": "gAAAAABforged-token"}):
+        response = requests.get(url + "/v1/nodes", headers=headers, timeout=10)
+        assert response.status_code == 401, response.text
+        assert response.headers["WWW-Authenticate"].startswith("Keystone uri="), \
+            response.headers
+        fault = json.loads(response.json()["error_message"])
+        assert fault["faultcode"] == "Client" and "token" in fault["faultstring"]
+        assert response.headers["x-openstack-request-id"].startswith("req-")
+    for path in ("/", "/v1", "/healthcheck"):
+        assert requests.get(url + path, timeout=10).status_code == 200, path
+    callback = requests.post(url + "/v1/continue_inspection", json={}, timeout=10)
+    assert callback.status_code == 400, callback.text  # answered, not asked for a token
