@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 from sqlalchemy.engine import Engine
 
+from inspection.db import retry
 from inspection.processing import callbacks
 from inspection.worker.runner import CallbackRunner
 from pxe_filter.common.database import error_reason
@@ -41,7 +42,8 @@ class Dispatcher(Protocol):
 def store(engine: Engine, node_uuid: str, data: dict[str, Any]) -> int:
     """Commit the callback; :class:`DispatchError` when the database refuses it."""
     try:
-        return callbacks.store(engine, node_uuid, data)
+        return retry.call(callbacks.store, engine, node_uuid, data,
+                          what=f"storing the inspection data of node {node_uuid}")
     except sa.exc.SQLAlchemyError as exc:
         LOG.error("Cannot store the inspection data of node %s, so it was not accepted (the "
                   "ramdisk retries): %s", node_uuid, error_reason(exc))

@@ -20,6 +20,7 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 
 from inspection import locking
+from inspection.db import retry
 from inspection.db.models import utcnow
 from inspection.errors import NodeLocked
 from inspection.processing import callbacks
@@ -159,10 +160,19 @@ class CallbackRunner:
             self._give_back(claim, retry_at, count_attempt=False)
             return
         except sa.exc.SQLAlchemyError as exc:
-            LOG.warning("Database error while processing callback %s of node %s: %s; "
-                        "retried in %s s", claim.id, claim.node_uuid, error_reason(exc),
-                        self.interval)
-            self._give_back(claim, retry_at, count_attempt=False)
+            if retry.is_transient(exc):
+                # The database's trouble (its retries ran out): no attempt is used up.
+                LOG.warning("Database error while processing callback %s of node %s: %s; "
+                            "retried in %s s", claim.id, claim.node_uuid, error_reason(exc),
+                            self.interval)
+                self._give_back(claim, retry_at, count_attempt=False)
+            else:
+                # Not known to pass: counted, so that max_attempts ends it.
+                LOG.error("Database error while processing callback %s of node %s "
+                          "(attempt %s of %s): %s; retried in %s s", claim.id,
+                          claim.node_uuid, claim.attempts, self.max_attempts,
+                          error_reason(exc), self.interval)
+                self._give_back(claim, retry_at)
             return
         except Exception:
             LOG.exception("Processing callback %s of node %s failed (attempt %s of %s)",
@@ -191,14 +201,15 @@ class CallbackRunner:
 
     def _give_back(self, claim: Claim, retry_at, count_attempt: bool = True) -> None:
         try:
-            callbacks.unclaim(self.engine, claim, retry_at, count_attempt)
+            retry.call(callbacks.unclaim, self.engine, claim, retry_at, count_attempt,
+                       what=f"giving back callback {claim.id}")
         except sa.exc.SQLAlchemyError:
             with self._cond:
                 self._unreleased.append(claim)  # the housekeeping thread retries
 
     def _call_db(self, func, claim: Claim) -> None:
         try:
-            func(self.engine, claim)
+            retry.call(func, self.engine, claim, what=f"callback {claim.id}")
         except sa.exc.SQLAlchemyError as exc:
             LOG.warning("Callback %s of node %s: %s", claim.id, claim.node_uuid,
                         error_reason(exc))
