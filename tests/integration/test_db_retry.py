@@ -1,0 +1,186 @@
+"""Transient database errors (deadlocks, serialization failures, lock timeouts, dropped
+connections) never fail an inspection: the transaction runs again, and if the error lasts
+the callback is given back for later. Faults are raised by the real database server (a
+trigger, counted by a sequence, which no rollback undoes)."""
+
+import logging
+
+import pytest
+import sqlalchemy as sa
+
+from inspection.db import retry
+from inspection.db.models import InspectionCallback
+from inspection.processing import callbacks
+from inspection.worker.runner import CallbackRunner
+from pxe_filter.common.database import create_engine
+from tests.integration.node_factory import add_node, node_row
+from tests.integration.pipeline_support import body, macs_of, service_for
+
+DATA = "bios-vm-x86_64"
+SECRET = "hunter2-s3cr3t"
+
+
+def _pg_fault(table: str, code: str, times: int, event: str = "INSERT",
+              when: str = "") -> list[str]:
+    return [
+        "CREATE SEQUENCE fault_count",
+        f"CREATE FUNCTION fault() RETURNS trigger AS $$ BEGIN "
+        f"IF nextval('fault_count') <= {times} THEN "
+        f"RAISE EXCEPTION 'simulated fault' USING ERRCODE = '{code}'; END IF; "
+        f"RETURN NEW; END $$ LANGUAGE plpgsql",
+        f"CREATE TRIGGER fault BEFORE {event} ON {table} FOR EACH ROW {when} "
+        f"EXECUTE FUNCTION fault()"]
+
+
+def _mysql_fault(table: str, errno: int, times: int) -> list[str]:
+    return [
+        "CREATE SEQUENCE fault_count",
+        f"CREATE TRIGGER fault BEFORE INSERT ON {table} FOR EACH ROW BEGIN "
+        f"IF NEXTVAL(fault_count) <= {times} THEN SIGNAL SQLSTATE '40001' "
+        f"SET MESSAGE_TEXT = 'simulated fault', MYSQL_ERRNO = {errno}; END IF; END"]
+
+
+def _clear_faults(engine) -> None:
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(sa.text("DROP TRIGGER IF EXISTS fault ON node_inventory"))
+            conn.execute(sa.text("DROP TRIGGER IF EXISTS fault ON nodes"))
+            conn.execute(sa.text("DROP FUNCTION IF EXISTS fault()"))
+        else:
+            conn.execute(sa.text("DROP TRIGGER IF EXISTS fault"))
+        conn.execute(sa.text("DROP SEQUENCE IF EXISTS fault_count"))
+
+
+@pytest.fixture
+def faults(db_engine):
+    """Install the fault statements given; removed after the test."""
+    def install(statements: list[str]) -> None:
+        with db_engine.begin() as conn:
+            for statement in statements:
+                conn.execute(sa.text(statement))
+    _clear_faults(db_engine)
+    yield install
+    _clear_faults(db_engine)
+
+
+def _waiting_node(engine, data, **columns):
+    return add_node(engine, macs=macs_of(data)[:1], inspect_interface="agent", **columns)
+
+
+FAULTS = {
+    "pg-serialization-failure": ("postgresql", "40001"),
+    "pg-deadlock": ("postgresql", "40P01"),
+    "pg-lock-timeout": ("postgresql", "55P03"),
+    "mariadb-deadlock": ("mysql", 1213),
+    "mariadb-lock-wait-timeout": ("mysql", 1205),
+}
+
+
+@pytest.mark.parametrize(("db_url", "fault"), [(backend, name) for name, (backend, _)
+                                               in FAULTS.items()],
+                         ids=list(FAULTS), indirect=["db_url"])
+def test_transient_errors_are_retried_until_they_pass(db_engine, tmp_path, faults, fault,
+                                                      caplog):
+    """Every try of the first claim fails, then the first retry of the next: the callback is
+    given back once, without using an attempt, and the node ends manageable."""
+    service = service_for(db_engine, tmp_path, DEFAULT={"host": "worker-a"},
+                          processing={"heartbeat_interval": 1, "heartbeat_timeout": 2,
+                                      "max_attempts": 1})
+    data = body(DATA)
+    node = _waiting_node(db_engine, data)
+    code = FAULTS[fault][1]
+    times = retry.ATTEMPTS + 1
+    faults(_pg_fault("node_inventory", code, times) if isinstance(code, str)
+           else _mysql_fault("node_inventory", code, times))
+    callbacks.store(db_engine, node["uuid"], data)
+    runner = CallbackRunner(db_engine, service, service.conf, threads=1)
+    with caplog.at_level(logging.INFO):
+        runner.start()
+        try:
+            assert runner.wait_idle(60)
+        finally:
+            runner.stop()
+    row = node_row(db_engine, node["id"])
+    assert (row.provision_state, row.last_error, row.reservation) == (
+        "manageable", None, None)
+    assert "simulated fault" in caplog.text  # the fault did fire
+    given_back = [r for r in caplog.records if "retried in 1 s" in r.getMessage()]
+    assert len(given_back) == 1, caplog.text
+    with db_engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count())
+                            .select_from(InspectionCallback)).scalar() == 0
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_connection_dropped_at_commit_fails_nothing(db_engine, tmp_path, faults, caplog):
+    """The server ends the connection while the run commits (a deferred trigger terminates
+    its own backend): the run is done again on a new connection."""
+    faults([
+        "CREATE SEQUENCE fault_count",
+        "CREATE FUNCTION fault() RETURNS trigger AS $$ BEGIN "
+        "IF nextval('fault_count') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); "
+        "END IF; RETURN NULL; END $$ LANGUAGE plpgsql",
+        "CREATE CONSTRAINT TRIGGER fault AFTER INSERT ON node_inventory DEFERRABLE "
+        "INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fault()"])
+    service = service_for(db_engine, tmp_path)
+    data = body(DATA)
+    node = _waiting_node(db_engine, data)
+    with caplog.at_level(logging.INFO):
+        service.process(node["uuid"], data)
+    row = node_row(db_engine, node["id"])
+    assert (row.provision_state, row.last_error, row.reservation) == (
+        "manageable", None, None)
+    assert "server closed the connection unexpectedly" in caplog.text
+    assert service.notifier.denied() == [macs_of(data)[:1]]
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_lasting_transient_error_leaves_the_node_waiting(db_engine, tmp_path, faults):
+    faults(_pg_fault("node_inventory", "40001", 1000))
+    service = service_for(db_engine, tmp_path)
+    data = body(DATA)
+    node = _waiting_node(db_engine, data)
+    with pytest.raises(sa.exc.OperationalError) as exc:
+        service.process(node["uuid"], data)
+    assert retry.is_transient(exc.value)
+    row = node_row(db_engine, node["id"])
+    assert (row.provision_state, row.last_error, row.reservation) == (
+        "inspect wait", None, None)
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("code", ["22003", "40001"], ids=["data-error", "transient"])
+def test_a_database_error_never_logs_the_bmc_password(db_engine, tmp_path, faults, code,
+                                                      caplog):
+    """A rule changes driver_info, so the failing UPDATE binds the whole driver_info."""
+    faults(_pg_fault("nodes", code, 1000, event="UPDATE",
+                     when="WHEN (NEW.driver_info IS DISTINCT FROM OLD.driver_info)"))
+    service = service_for(db_engine, tmp_path)
+    with service.sessions.begin() as session:
+        service.rules.repository.create(session, {"actions": [
+            {"op": "set-attribute", "args": ["/driver_info/ipmi_address", "192.0.2.9"]}]})
+    data = body(DATA)
+    node = _waiting_node(db_engine, data, driver_info={"ipmi_address": "192.0.2.1",
+                                                       "ipmi_password": SECRET})
+    with caplog.at_level(logging.DEBUG):
+        try:
+            service.process(node["uuid"], data)
+        except sa.exc.SQLAlchemyError as exc:
+            assert code == "40001"  # given back to the caller, which logs it
+            logging.getLogger("test").warning("%s", exc)
+    row = node_row(db_engine, node["id"])
+    assert "simulated fault" in caplog.text
+    assert SECRET not in caplog.text
+    assert row.provision_state == ("inspect failed" if code == "22003" else "inspect wait")
+    assert SECRET not in (row.last_error or "")
+
+
+def test_the_filter_s_engine_hides_bound_values_too(sqlite_url):
+    """The filter reads the same nodes (driver_info included) on its own engine."""
+    engine = create_engine(sqlite_url, read_only=True)
+    try:
+        with pytest.raises(sa.exc.OperationalError) as exc, engine.connect() as conn:
+            conn.execute(sa.text("SELECT * FROM missing WHERE secret = :s"), {"s": SECRET})
+    finally:
+        engine.dispose()
+    assert SECRET not in str(exc.value)
