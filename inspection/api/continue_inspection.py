@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from flask import Blueprint, Response, g, jsonify, request
 
 from inspection.api.context import ctx, json_body
-from inspection.api.dispatch import DispatchError
+from inspection.api.dispatch import API_RETRY_BUDGET, DispatchError
 from inspection.api.errors import ApiError
 from inspection.db import retry
 from inspection.db.idents import is_uuid
@@ -32,7 +32,7 @@ def continue_inspection() -> tuple[Response, int]:
         # Every step is a transaction of its own: a deadlock or a dropped connection runs
         # it again (a node that discovery enrolled is then found by the lookup).
         accepted = retry.call(c.service.accept, body, node_uuid, True,
-                              what="accepting inspection data")
+                              what="accepting inspection data", budget=API_RETRY_BUDGET)
         g.discovered = accepted.created  # the callback's outcome in the metrics
         # 202 only once the data is committed: from then on it survives any one crash.
         c.dispatcher.dispatch(accepted.node_uuid, accepted.data, accepted.callback_id)

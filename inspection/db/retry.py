@@ -81,12 +81,15 @@ def backoff(attempt: int) -> float:
 
 
 def call(func: Callable[..., T], *args: object, what: str = "a database transaction",
-         attempts: int = ATTEMPTS) -> T:
+         attempts: int = ATTEMPTS, budget: float | None = None) -> T:
     """``func(*args)``, run again (after a backoff) while it raises a transient error.
 
-    ``func`` must be a whole transaction: every try starts from nothing. The last try's
-    error is raised; any other error at once.
+    ``func`` must be a whole transaction: every try starts from nothing. No try starts
+    ``budget`` seconds or more after the first (a request must not wait for a dead server
+    ``attempts`` times its connect timeout). The last try's error is raised; any other
+    error at once.
     """
+    started = time.monotonic()
     for attempt in range(1, attempts + 1):
         try:
             return func(*args)
@@ -94,6 +97,8 @@ def call(func: Callable[..., T], *args: object, what: str = "a database transact
             if attempt == attempts or not is_transient(exc):
                 raise
             delay = backoff(attempt)
+            if budget is not None and time.monotonic() + delay - started >= budget:
+                raise
             LOG.info("Transient database error in %s (%s); try %d of %d in %.2f s", what,
                      error_reason(exc), attempt + 1, attempts, delay)
             time.sleep(delay)
