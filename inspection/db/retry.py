@@ -2,7 +2,7 @@
 
 A *transient* error says nothing about the data: the connection dropped (a restart, a
 failover, ``pg_terminate_backend``), the transaction lost a deadlock or a serialization
-check, or a lock or statement timeout fired. Running the same transaction again may
+check, or a lock timeout fired. Running the same transaction again may
 succeed. A *data* error (``DataError``, ``IntegrityError``) fails the same way every time.
 oslo.db's ``wrap_db_retry`` is not used: it needs its exception filters, which turn
 SQLAlchemy's errors into ``oslo_db.exception.DBError`` (not a ``SQLAlchemyError``) on the
@@ -31,20 +31,21 @@ ATTEMPTS = 6
 BASE_DELAY = 0.05
 MAX_DELAY = 1.0
 
+# A statement timeout is not among them: a statement that is slow because of its data
+# would be retried for ever without counting an attempt.
 # PostgreSQL SQLSTATE classes and codes: connection exception (08), transaction rollback
 # (40: serialization failure 40001, deadlock 40P01), insufficient resources (53: too many
-# connections), lock not available (55P03, lock_timeout), query canceled (57014,
-# statement_timeout), administrator shutdown / crash shutdown / cannot connect now (57P0x).
+# connections), lock not available (55P03, lock_timeout), administrator shutdown / crash
+# shutdown / cannot connect now (57P0x).
 _PG_CLASSES = ("08", "40", "53")
-_PG_CODES = {"55P03", "57014", "57P01", "57P02", "57P03"}
+_PG_CODES = {"55P03", "57P01", "57P02", "57P03"}
 # MySQL/MariaDB error numbers: 1205 lock wait timeout, 1213 deadlock, 1020 record changed
 # since last read, 1040 too many connections, 1053 server shutdown, 1077 normal shutdown,
-# 1158-1161 network read/write errors, 1317 query interrupted, 1927 connection killed
-# (MariaDB), 1969 max_statement_time exceeded (MariaDB), 3024 max_execution_time exceeded
-# (MySQL), 2002/2003 cannot connect, 2006 server has gone away, 2013 lost connection,
+# 1158-1161 network read/write errors, 1317 query killed, 1927 connection killed
+# (MariaDB), 2002/2003 cannot connect, 2006 server has gone away, 2013 lost connection,
 # 2055 lost connection (system error), 4031 disconnected for inactivity.
 _MYSQL_CODES = {1020, 1040, 1053, 1077, 1158, 1159, 1160, 1161, 1205, 1213, 1317, 1927,
-                1969, 3024, 2002, 2003, 2006, 2013, 2055, 4031}
+                2002, 2003, 2006, 2013, 2055, 4031}
 _SQLITE_WORDS = ("database is locked", "database table is locked", "database is busy")
 
 

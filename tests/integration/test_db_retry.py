@@ -13,6 +13,7 @@ from inspection.db.models import InspectionCallback
 from inspection.processing import callbacks
 from inspection.worker.runner import CallbackRunner
 from pxe_filter.common.database import create_engine
+from tests.integration.api_helpers import Api, api_conf, error_message
 from tests.integration.node_factory import add_node, node_row
 from tests.integration.pipeline_support import body, macs_of, service_for
 
@@ -184,3 +185,23 @@ def test_the_filter_s_engine_hides_bound_values_too(sqlite_url):
     finally:
         engine.dispose()
     assert SECRET not in str(exc.value)
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_an_api_request_that_meets_a_locked_table_answers_503(db_url, db_engine, tmp_path,
+                                                             caplog):
+    api = Api(api_conf(tmp_path, db_url, database={"lock_timeout": 1}))
+    try:
+        with db_engine.connect() as holder:
+            holder.execute(sa.text("LOCK TABLE nodes IN ACCESS EXCLUSIVE MODE"))
+            with caplog.at_level(logging.WARNING, logger="inspection.api"):
+                answer = api.client.get("/v1/nodes")
+            holder.rollback()
+        assert answer.status_code == 503, answer.json
+        assert answer.headers["Retry-After"] == "1"
+        assert "try again later" in error_message(answer)
+        assert "Request not completed, the database failed" in caplog.text
+        assert "Traceback" not in caplog.text
+        assert api.client.get("/v1/nodes").status_code == 200  # lock gone: served again
+    finally:
+        api.close()
