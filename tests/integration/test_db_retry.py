@@ -112,17 +112,22 @@ def test_transient_errors_are_retried_until_they_pass(db_engine, tmp_path, fault
                             .select_from(InspectionCallback)).scalar() == 0
 
 
+#: The first commit that stored an inventory loses its connection (a deferred trigger
+#: terminates its own backend while the transaction commits).
+DROP_AT_COMMIT = [
+    "CREATE SEQUENCE fault_count",
+    "CREATE FUNCTION fault() RETURNS trigger AS $$ BEGIN "
+    "IF nextval('fault_count') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); "
+    "END IF; RETURN NULL; END $$ LANGUAGE plpgsql",
+    "CREATE CONSTRAINT TRIGGER fault AFTER INSERT ON node_inventory DEFERRABLE "
+    "INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fault()"]
+
+
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 def test_a_connection_dropped_at_commit_fails_nothing(db_engine, tmp_path, faults, caplog):
     """The server ends the connection while the run commits (a deferred trigger terminates
     its own backend): the run is done again on a new connection."""
-    faults([
-        "CREATE SEQUENCE fault_count",
-        "CREATE FUNCTION fault() RETURNS trigger AS $$ BEGIN "
-        "IF nextval('fault_count') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); "
-        "END IF; RETURN NULL; END $$ LANGUAGE plpgsql",
-        "CREATE CONSTRAINT TRIGGER fault AFTER INSERT ON node_inventory DEFERRABLE "
-        "INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fault()"])
+    faults(DROP_AT_COMMIT)
     service = service_for(db_engine, tmp_path)
     data = body(DATA)
     node = _waiting_node(db_engine, data)
@@ -205,3 +210,22 @@ def test_an_api_request_that_meets_a_locked_table_answers_503(db_url, db_engine,
         assert api.client.get("/v1/nodes").status_code == 200  # lock gone: served again
     finally:
         api.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_discovered_node_keeps_no_error_from_a_dropped_connection(db_url, db_engine,
+                                                                    tmp_path, faults):
+    """Before, such a node kept last_error and stayed unknown to its ramdisk's retries."""
+    faults(DROP_AT_COMMIT)
+    api = Api(api_conf(tmp_path, db_url, auto_discovery={"enabled": True}))
+    try:
+        answer = api.client.post("/v1/continue_inspection", json=body(DATA))
+        assert answer.status_code == 202, answer.json
+        api.wait_processed(30)
+        shown = api.client.get(f"/v1/nodes/{answer.json['uuid']}").json
+    finally:
+        api.close()
+    assert (shown["provision_state"], shown["last_error"]) == ("enroll", None)
+    assert shown["inspection_finished_at"] is not None
+    with db_engine.connect() as conn:  # the fault did fire
+        assert conn.execute(sa.text("SELECT last_value FROM fault_count")).scalar() >= 2
