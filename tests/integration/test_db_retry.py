@@ -4,17 +4,20 @@ the callback is given back for later. Faults are raised by the real database ser
 trigger, counted by a sequence, which no rollback undoes)."""
 
 import logging
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
 from inspection.db import retry
-from inspection.db.models import InspectionCallback
+from inspection.db.models import InspectionCallback, utcnow
 from inspection.processing import callbacks
+from inspection.timeouts import fail_timed_out
 from inspection.worker.runner import CallbackRunner
+from pxe_filter.broadcast import FilterNotifier
 from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import Api, api_conf, error_message
-from tests.integration.node_factory import add_node, node_row
+from tests.integration.node_factory import add_node, make_conf, node_row
 from tests.integration.pipeline_support import body, macs_of, service_for
 
 DATA = "bios-vm-x86_64"
@@ -229,3 +232,17 @@ def test_a_discovered_node_keeps_no_error_from_a_dropped_connection(db_url, db_e
     assert shown["inspection_finished_at"] is not None
     with db_engine.connect() as conn:  # the fault did fire
         assert conn.execute(sa.text("SELECT last_value FROM fault_count")).scalar() >= 2
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_the_inspect_wait_timeout_survives_a_serialization_failure(db_engine, tmp_path,
+                                                                   faults):
+    faults(_pg_fault("nodes", "40001", 2, event="UPDATE",
+                     when="WHEN (NEW.provision_state = 'inspect failed')"))
+    conf = make_conf(tmp_path, DEFAULT={"host": "w"}, inspector={"inspect_wait_timeout": 60})
+    node = add_node(db_engine, inspection_started_at=utcnow() - timedelta(seconds=600))
+    assert fail_timed_out(db_engine, conf, FilterNotifier(None)) == [node["uuid"]]
+    row = node_row(db_engine, node["id"])
+    assert (row.provision_state, row.reservation) == ("inspect failed", None)
+    with db_engine.connect() as conn:  # the fault did fire
+        assert conn.execute(sa.text("SELECT last_value FROM fault_count")).scalar() >= 3
