@@ -194,6 +194,15 @@ class CallbackRunner:
             self._give_back(claim, utcnow() + timedelta(seconds=self.interval),
                             count_attempt=False)
             return
+        except sa.exc.SQLAlchemyError as exc:
+            if not retry.is_transient(exc):
+                LOG.exception("Could not record the failure of node %s", claim.node_uuid)
+            else:  # recorded at the next try, not dropped with the data
+                LOG.warning("Could not record the failure of node %s: %s; retried in %s s",
+                            claim.node_uuid, error_reason(exc), self.interval)
+                self._give_back(claim, utcnow() + timedelta(seconds=self.interval),
+                                count_attempt=False)
+                return
         except Exception:
             LOG.exception("Could not record the failure of node %s", claim.node_uuid)
         if not claim.settled:

@@ -246,3 +246,29 @@ def test_the_inspect_wait_timeout_survives_a_serialization_failure(db_engine, tm
     assert (row.provision_state, row.reservation) == ("inspect failed", None)
     with db_engine.connect() as conn:  # the fault did fire
         assert conn.execute(sa.text("SELECT last_value FROM fault_count")).scalar() >= 3
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_giving_up_on_poison_data_survives_a_lasting_transient_error(db_engine, tmp_path,
+                                                                    faults):
+    """The failure is recorded at the next try, not dropped with the data."""
+    faults(_pg_fault("nodes", "40001", retry.ATTEMPTS, event="UPDATE",
+                     when="WHEN (NEW.provision_state = 'inspect failed')"))
+    service = service_for(db_engine, tmp_path, DEFAULT={"host": "worker-a"},
+                          processing={"heartbeat_interval": 1, "heartbeat_timeout": 2,
+                                      "max_attempts": 1})
+    data = body(DATA)
+    node = _waiting_node(db_engine, data)
+    row_id = callbacks.store(db_engine, node["uuid"], data)
+    with db_engine.begin() as conn:  # a process died while processing it
+        conn.execute(sa.update(InspectionCallback.__table__)
+                     .where(InspectionCallback.id == row_id).values(attempts=1))
+    runner = CallbackRunner(db_engine, service, service.conf, threads=1)
+    runner.start()
+    try:
+        assert runner.wait_idle(60)
+    finally:
+        runner.stop()
+    row = node_row(db_engine, node["id"])
+    assert (row.provision_state, row.reservation) == ("inspect failed", None)
+    assert "interrupted 1 time(s)" in row.last_error
