@@ -23,6 +23,7 @@ from inspection.api import (
 from inspection.api.auth import REALM, BasicAuth, Throttled, default_concurrency
 from inspection.api.context import EXTENSION, ApiContext
 from inspection.api.dispatch import InProcessDispatcher, RpcDispatcher
+from inspection.worker.recovery import ReservationRepair
 from pxe_filter.broadcast import FilterNotifier
 from pxe_filter.common import messaging
 from pxe_filter.common.database import engine_from_conf
@@ -43,7 +44,10 @@ def _default_service(conf: cfg.ConfigOpts, engine: Engine, notifier: FilterNotif
 def _default_dispatcher(conf: cfg.ConfigOpts, service: Any, engine: Engine) -> Any:
     url = messaging.configured_transport_url(conf)
     if url:
-        return RpcDispatcher(engine, messaging.get_transport(url))
+        repair = ReservationRepair(engine, conf.host, conf.processing.heartbeat_interval)
+        dispatcher = RpcDispatcher(engine, messaging.get_transport(url), repair)
+        repair.start()
+        return dispatcher
     return InProcessDispatcher(service, conf, conf.api.processing_threads)
 
 

@@ -35,7 +35,8 @@ def continue_inspection() -> tuple[Response, int]:
                               what="accepting inspection data", budget=API_RETRY_BUDGET)
         g.discovered = accepted.created  # the callback's outcome in the metrics
         # 202 only once the data is committed: from then on it survives any one crash.
-        c.dispatcher.dispatch(accepted.node_uuid, accepted.data, accepted.callback_id)
+        c.dispatcher.dispatch(accepted.node_uuid, accepted.data, accepted.callback_id,
+                              attempt=accepted.attempt)
     except (DispatchError, sa.exc.SQLAlchemyError) as exc:
         if isinstance(exc, sa.exc.SQLAlchemyError):
             if not isinstance(exc, sa.exc.OperationalError) and not retry.is_transient(exc):

@@ -1,6 +1,10 @@
 """Accepted inspection callbacks: a row is committed before the API answers 202, claimed by
 one process at a time, and deleted in the transaction that commits its processing.
 
+A node has at most one row: newer data replaces older (Ironic's last write wins; the unique
+index on ``node_uuid`` holds it against concurrent stores). Each row carries the inspection
+attempt it was accepted for (:mod:`inspection.attempts`).
+
 A claim is a conditional UPDATE (``owner IS NULL`` -> this host, a fresh token), so two
 processes never hold one row; deleting the row is conditional on the token, so a process
 whose claim was taken away (judged dead, see :mod:`inspection.worker.heartbeat`) cannot
@@ -36,6 +40,8 @@ class Claim:
     data: dict = field(repr=False)
     token: str
     attempts: int
+    #: The node's inspection attempt the data was accepted for (None: any).
+    attempt: str | None = None
     settled: bool = False
 
     def settle(self, session: Session) -> bool:
@@ -55,17 +61,48 @@ class Claim:
         self.settled = True
 
 
-def store(engine: Engine, node_uuid: str, data: dict) -> int:
-    """Commit accepted data for the node; returns the row id."""
-    with engine.begin() as conn:
-        return conn.execute(sa.insert(_rows).values(
-            node_uuid=node_uuid, data=data, created_at=utcnow(),
-            attempts=0)).inserted_primary_key[0]
+#: Stores of one node racing each other: after a lost race the winner's row is replaced.
+_STORE_TRIES = 5
 
 
-def claim_next(engine: Engine, host: str, now: datetime | None = None) -> Claim | None:
-    """Claim the oldest unowned callback that is due; None if there is none."""
+def store(engine: Engine, node_uuid: str, data: dict, attempt: str | None = None) -> int:
+    """Commit accepted data for the node's inspection ``attempt``, replacing any data of
+    the node not processed yet (a run of it in progress then cannot commit); returns the
+    row id."""
+    values = {"data": data, "created_at": utcnow(), "attempts": 0, "attempt": attempt,
+              "owner": None, "claim": None, "retry_at": None}
+    for tries_left in reversed(range(_STORE_TRIES)):
+        try:
+            with engine.begin() as conn:
+                # Read first, then write by primary key: a write by a missing node_uuid
+                # would take gap locks on MariaDB that deadlock concurrent inserts.
+                row_id = conn.execute(sa.select(_rows.c.id).where(
+                    _rows.c.node_uuid == node_uuid)).scalar()
+                replaced = row_id is not None and conn.execute(
+                    sa.update(_rows).where(_rows.c.id == row_id).values(**values)
+                ).rowcount == 1
+                if not replaced:
+                    row_id = conn.execute(sa.insert(_rows).values(
+                        node_uuid=node_uuid, **values)).inserted_primary_key[0]
+            break
+        except sa.exc.IntegrityError:
+            if not tries_left:  # another store of this node committed first: replace it
+                raise
+    if replaced:
+        LOG.info("Node %s: newer inspection data replaced the data accepted earlier and not "
+                 "processed yet", node_uuid)
+    return row_id
+
+
+def claim_next(engine: Engine, host: str, now: datetime | None = None,
+               token: str | None = None) -> Claim | None:
+    """Claim the oldest unowned callback that is due; None if there is none.
+
+    ``token``: the claim token to use, known to the caller before the claim commits (so a
+    claim whose commit fails after all is recognised as nobody's, see :func:`release_unknown`).
+    """
     now = now or utcnow()
+    token = token or str(uuid.uuid4())
     with engine.connect() as conn:
         ids = conn.execute(
             sa.select(_rows.c.id)
@@ -74,17 +111,17 @@ def claim_next(engine: Engine, host: str, now: datetime | None = None) -> Claim 
             .order_by(_rows.c.id).limit(_CANDIDATES)).scalars().all()
     random.shuffle(ids)
     for row_id in ids:
-        token = str(uuid.uuid4())
         with engine.begin() as conn:
             won = conn.execute(
                 sa.update(_rows).where(_rows.c.id == row_id, _rows.c.owner.is_(None))
-                .values(owner=host, claim=token, claimed_at=now, retry_at=None,
+                .values(owner=host, claim=token, retry_at=None,
                         attempts=_rows.c.attempts + 1)).rowcount == 1
             if not won:
                 continue  # another process was quicker (or it is done): the next one
-            row = conn.execute(sa.select(_rows.c.node_uuid, _rows.c.data, _rows.c.attempts)
+            row = conn.execute(sa.select(_rows.c.node_uuid, _rows.c.data, _rows.c.attempts,
+                                         _rows.c.attempt)
                                .where(_rows.c.id == row_id)).one()
-        return Claim(row_id, row.node_uuid, row.data, token, row.attempts)
+        return Claim(row_id, row.node_uuid, row.data, token, row.attempts, row.attempt)
     return None
 
 
@@ -94,7 +131,7 @@ def unclaim(engine: Engine, claim: Claim, retry_at: datetime | None = None,
     was already taken away. ``count_attempt=False`` when it never really ran."""
     values: dict = {"owner": None, "claim": None, "retry_at": retry_at}
     if not count_attempt:
-        values["attempts"] = _rows.c.attempts - 1
+        values["attempts"] = _uncounted()
     with engine.begin() as conn:
         return conn.execute(sa.update(_rows).where(_rows.c.id == claim.id,
                                                    _rows.c.claim == claim.token)
@@ -113,6 +150,21 @@ def release_owner(engine: Engine, owner: str) -> int:
     with engine.begin() as conn:
         return conn.execute(sa.update(_rows).where(_rows.c.owner == owner)
                             .values(owner=None, claim=None)).rowcount
+
+
+def release_unknown(engine: Engine, owner: str, known: set[str]) -> int:
+    """Give back the callbacks claimed by ``owner`` under a token not in ``known`` (a claim
+    whose commit failed after all): they never ran, so their attempt does not count."""
+    query = sa.update(_rows).where(_rows.c.owner == owner)
+    if known:
+        query = query.where(sa.or_(_rows.c.claim.is_(None), _rows.c.claim.not_in(known)))
+    with engine.begin() as conn:
+        return conn.execute(query.values(owner=None, claim=None,
+                                         attempts=_uncounted())).rowcount
+
+
+def _uncounted():
+    return sa.case((_rows.c.attempts > 0, _rows.c.attempts - 1), else_=0)
 
 
 def due(engine: Engine, now: datetime | None = None) -> int:

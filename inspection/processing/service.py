@@ -23,11 +23,11 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from inspection import locking, metrics
-from inspection.common.untrusted import for_log, last_error_text
+from inspection import attempts, locking, metrics, states
+from inspection.common.untrusted import for_log
 from inspection.db import retry
 from inspection.db.engine import session_scope
-from inspection.db.models import ENROLL, INSPECT_WAIT, Node
+from inspection.db.models import INSPECT_WAIT, Node
 from inspection.discovery import lookup_or_discover
 from inspection.errors import BadRequest, NodeLocked, NotFound
 from inspection.hooks.base import HookConfigError, InspectionHook, load_hooks
@@ -39,7 +39,6 @@ from inspection.processing.pipeline import (
     StageFailed,
     apply_rules,
     db_error_text,
-    is_processable,
 )
 from inspection.rules import (
     BuiltInRulesFileError,
@@ -80,6 +79,8 @@ class Accepted:
     created: bool = False  # enrolled by auto-discovery in this call
     #: Set when the data was committed with a node enrolled by auto-discovery.
     callback_id: int | None = None
+    #: The node's inspection attempt the data was accepted for (inspection.attempts).
+    attempt: str | None = None
 
 
 class RuleCache:
@@ -226,20 +227,23 @@ class InspectionService:
         accepted = {**plugin_data, "inventory": inventory}
         found = lookup_or_discover(self.engine, self.conf, data, pxe_mac(inventory),
                                    accepted if store_discovered else None)
-        if not found.created:
-            self._check_unlocked(found.node_id)
+        attempt = None if found.created else self._unlocked_attempt(found.node_id)
         LOG.info("Inspection data accepted for node %s%s", found.node_uuid,
                  " (auto-discovered)" if found.created else "")
         return Accepted(found.node_uuid, accepted, created=found.created,
-                        callback_id=found.callback_id)
+                        callback_id=found.callback_id, attempt=attempt)
 
-    def _check_unlocked(self, node_id: int) -> None:
-        with self.engine.connect() as conn:
-            holder = conn.execute(sa.select(Node.reservation)
-                                  .where(Node.id == node_id)).scalar()
+    def _unlocked_attempt(self, node_id: int) -> str | None:
+        """The node's inspection attempt; NodeLocked while someone holds the node."""
+        with session_scope(self.sessions) as session:
+            node = session.get(Node, node_id)
+            if node is None:
+                return None  # deleted meanwhile: processing will say so
+            holder, attempt = node.reservation, attempts.current(node)
         if holder is not None:
             LOG.info("Node %s is locked by %s: the ramdisk is told to retry", node_id, holder)
             raise NodeLocked(node_id, holder)
+        return attempt
 
     def _fail_early(self, data: LookupData, message: str) -> None:
         """Record an early rule's failure on the node the data belongs to, if any."""
@@ -266,11 +270,13 @@ class InspectionService:
 
     @metrics.timed_processing
     def process(self, node_uuid: str, data: dict,
-                settle: Callable[[Session], bool] | None = None) -> None:
+                settle: Callable[[Session], bool] | None = None,
+                attempt: str | None = None) -> None:
         """Process accepted data for the node; failures are recorded on the node.
 
         ``settle(session)`` runs in the transaction that commits the outcome (e.g. deleting
-        the stored callback); False from it discards the outcome. Raises only for
+        the stored callback); False from it discards the outcome. Data accepted for an
+        ``attempt`` other than the node's current inspection is dropped. Raises only for
         infrastructure problems: the database, or NodeLocked when another process holds the
         node longer than the retries wait.
         """
@@ -284,8 +290,8 @@ class InspectionService:
             LOG.warning("Not processing inspection data for node %s: it was deleted",
                         node_uuid)
             return
-        ports = self._under_reservation(node_id, self._process_node, inventory, plugin_data,
-                                        settle or _no_settle)
+        ports = self._under_reservation(node_id, self._process_node, (inventory, plugin_data),
+                                        settle or _no_settle, attempt)
         if ports is not None:
             self.notifier.announce(ports)
 
@@ -294,27 +300,25 @@ class InspectionService:
             return conn.execute(sa.select(Node.id).where(Node.uuid == node_uuid)).scalar()
 
     def give_up(self, node_uuid: str, message: str,
-                settle: Callable[[Session], bool]) -> None:
+                settle: Callable[[Session], bool], attempt: str | None = None) -> None:
         """Fail the node's inspection with ``message`` instead of processing its data (data
         that kept killing the processes that processed it)."""
         node_id = retry.call(self._node_id, node_uuid, what=f"looking up node {node_uuid}")
         if node_id is None:
             return
-        ports = self._under_reservation(node_id, self._give_up_node, message, settle)
+        ports = self._under_reservation(node_id, self._give_up_node, message, settle, attempt)
         if ports is not None:
             self.notifier.announce(ports)
 
     def _give_up_node(self, session: Session, node: Node, message: str,
-                      settle: Callable[[Session], bool]) -> NodePorts | None:
-        if not is_processable(node)[0]:
-            settle(session)  # processed or aborted meanwhile: nothing to fail
+                      settle: Callable[[Session], bool],
+                      attempt: str | None) -> NodePorts | None:
+        if not states.processable(node)[0] or not attempts.is_current(node, attempt):
+            settle(session)  # processed, aborted or inspected again meanwhile
             return None
         if not settle(session):
             session.rollback()
             return None
-        if node.provision_state == ENROLL:
-            node.last_error = last_error_text(message)
-            return node_ports(session, node)
         return fail_inspection(session, node, message)
 
     def _under_reservation(self, node_id: int, func, *args: Any) -> Any:
@@ -348,18 +352,22 @@ class InspectionService:
 
     def _release(self, node_id: int) -> None:
         try:
-            retry.call(locking.release, self.engine, node_id, self.host,
-                       what=f"releasing node {node_id}")
+            locking.release(self.engine, node_id, self.host)  # retries transient errors
         except sa.exc.SQLAlchemyError as exc:
-            # The outcome is committed: losing it for this would be worse.
-            LOG.error("Node %s: its reservation by %s could not be released (%s); it is "
-                      "cleared when this process restarts", node_id, self.host,
-                      error_reason(exc))
+            # The outcome is committed: losing it for this would be worse. The leftover is
+            # known to this process, whose recovery clears it once the database answers.
+            LOG.error("Node %s: its reservation by %s could not be released (%s); this "
+                      "process clears it within [processing]heartbeat_interval once the "
+                      "database answers", node_id, self.host, error_reason(exc))
 
-    def _process_node(self, session: Session, node: Node, inventory: dict,
-                      plugin_data: dict, settle: Callable[[Session], bool]
-                      ) -> NodePorts | None:
-        ok, why = is_processable(node)
+    def _process_node(self, session: Session, node: Node, data: tuple[dict, dict],
+                      settle: Callable[[Session], bool],
+                      attempt: str | None) -> NodePorts | None:
+        inventory, plugin_data = data
+        ok, why = states.processable(node)
+        if ok and not attempts.is_current(node, attempt):
+            ok, why = False, ("the data was accepted for an earlier inspection (aborted, "
+                              "timed out or started again since)")
         if not ok:
             LOG.warning("Not processing inspection data for node %s: %s", node.uuid, why)
             metrics.processed("skipped")
@@ -407,9 +415,4 @@ class InspectionService:
             return None
         LOG.warning("Inspection of node %s failed: %s", node_uuid, for_log(message))
         metrics.processed("failed")
-        if node.provision_state == ENROLL:
-            # A discovered node stays enrolled (as in Ironic): 'inspect failed' would claim
-            # that it was once manageable.
-            node.last_error = last_error_text(message)
-            return node_ports(session, node)
         return fail_inspection(session, node, message)

@@ -81,11 +81,23 @@ def test_relay_mode_may_listen_on_one_interface(tmp_path):
     assert "interface=bond0.100" in lines
 
 
-def test_ipv6_range(tmp_path):
+def test_ipv6_range_boots_by_architecture(tmp_path):
     lines = rendered(tmp_path, {**BASE, "dhcp_range_v6": "2001:db8::100,2001:DB8::1ff,64",
-                                "ipv6_bootfile_url": "http://[2001:db8::1]:8080/snponly.efi"})
+                                "ipv6_bootfile_url": "http://[2001:db8::1]:8080/snponly.efi",
+                                "ipv6_arm64_bootfile_url": "http://[2001:db8::1]/snp-arm.efi"})
     assert "dhcp-range=2001:db8::100,2001:db8::1ff,64,10m" in lines
-    assert "dhcp-option=option6:bootfile-url,http://[2001:db8::1]:8080/snponly.efi" in lines
+    # DHCPv6 carries the architecture in option 61, not in DHCPv4's client-arch.
+    assert {"dhcp-match=set:efi64,option6:61,7", "dhcp-match=set:efi64,option6:61,9",
+            "dhcp-match=set:efiarm64,option6:61,11"} <= set(lines)
+    assert ("dhcp-option=tag:efi64,option6:bootfile-url,http://[2001:db8::1]:8080/snponly.efi"
+            in lines)
+    assert "dhcp-option=tag:efiarm64,option6:bootfile-url,http://[2001:db8::1]/snp-arm.efi" in lines
+    assert not [line for line in lines if line.startswith("dhcp-option=option6:bootfile-url")]
+
+
+def test_only_clients_matched_by_a_hostsdir_entry_are_served(tmp_path):
+    # A client whose MAC dnsmasq cannot learn matches no entry, not even the deny wildcard.
+    assert "dhcp-ignore=tag:!known" in rendered(tmp_path, BASE)
 
 
 def test_ipxe_chaining(tmp_path):
@@ -175,6 +187,7 @@ INVALID = [
     ({**BASE, "dhcp_range_v6": "2001:db8::9,2001:db8::1"}, "start 2001:db8::9 is after end"),
     ({**BASE, "dhcp_range_v6": "2001:db8::1,2001:db8::9,48"}, "prefix length must be a number"),
     ({**BASE, "ipv6_bootfile_url": "tftp://[2001:db8::1]/x"}, "without dhcp_range_v6"),
+    ({**BASE, "ipv6_arm64_bootfile_url": "tftp://[2001:db8::1]/x"}, "without dhcp_range_v6"),
     ({**BASE, "ipxe_script_url": "http://192.0.2.1/boot.ipxe,extra"}, "without spaces, commas"),
     ({**BASE, "ipxe_script_url": "ftp://192.0.2.1/boot.ipxe"}, "starting with http or https"),
     ({**BASE, "http_boot_url": "/ipxe.efi"}, "starting with http or https"),
