@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from inspection import locking
 from inspection.db import retry
 from inspection.db.models import InspectionCallback, utcnow
 from inspection.processing import callbacks
@@ -272,3 +273,21 @@ def test_giving_up_on_poison_data_survives_a_lasting_transient_error(db_engine, 
     row = node_row(db_engine, node["id"])
     assert (row.provision_state, row.reservation) == ("inspect failed", None)
     assert "interrupted 1 time(s)" in row.last_error
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_release_that_meets_a_transient_error_is_retried_at_once(db_engine, faults):
+    """The reservation is gone when release returns, not one heartbeat_interval later."""
+    faults(_pg_fault("nodes", "40001", 2, event="UPDATE",
+                     when="WHEN (OLD.reservation IS NOT NULL AND NEW.reservation IS NULL)"))
+    node = add_node(db_engine)
+    locking.acquire(db_engine, node["id"], "worker-a")
+    assert locking.release(db_engine, node["id"], "worker-a") is True
+    assert node_row(db_engine, node["id"]).reservation is None
+    with db_engine.connect() as conn:  # the fault did fire
+        assert conn.execute(sa.text("SELECT last_value FROM fault_count")).scalar() >= 3
+    # Nothing is left for recovery to repair, and the node can be reserved again.
+    assert locking.release_unheld(db_engine, "worker-a") == []
+    with locking.reserved(db_engine, node["id"], "worker-b"):
+        assert node_row(db_engine, node["id"]).reservation == "worker-b"
+    assert node_row(db_engine, node["id"]).reservation is None
