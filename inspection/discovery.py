@@ -11,6 +11,7 @@ Ironic, each callback of an unknown machine then enrolls a node).
 
 import json
 import logging
+import time
 import uuid as uuidlib
 from dataclasses import dataclass
 
@@ -20,18 +21,19 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from inspection import states
+from inspection.db import retry
 from inspection.db.engine import session_scope
 from inspection.db.models import InspectionCallback, Node, Port, utcnow
 from inspection.errors import NotFound, UnknownMachine
-from inspection.locking import is_lock_conflict
 from inspection.lookup import LookupData, lookup_node
+from pxe_filter.common.database import error_reason
 
 LOG = logging.getLogger(__name__)
 
 #: The inspect interface of discovered nodes (Ironic's default for in-band inspection).
 DEFAULT_INSPECT_INTERFACE = "agent"
 # Deadlocks between concurrent enrollments are possible on server databases; retrying the
-# lookup then finds the winner's node.
+# lookup then finds the winner's node (other transient errors are retried the same way).
 _ATTEMPTS = 3
 
 
@@ -136,10 +138,12 @@ def lookup_or_discover(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
         except sa.exc.IntegrityError:
             LOG.info("Auto-discovery: another callback enrolled MACs %s first; looking up "
                      "again", ", ".join(data.macs))
-        except sa.exc.OperationalError as exc:
-            if not is_lock_conflict(exc) or attempt == _ATTEMPTS:
+        except sa.exc.SQLAlchemyError as exc:
+            if not retry.is_transient(exc) or attempt == _ATTEMPTS:
                 raise
-            LOG.info("Auto-discovery: lock conflict while enrolling (%s); retrying", exc.orig)
+            LOG.info("Auto-discovery: transient database error while enrolling (%s); "
+                     "retrying", error_reason(exc))
+            time.sleep(retry.backoff(attempt))
     # The winner's node now exists, so this lookup ends in a node or a generic not-found.
     try:
         return _lookup(engine, data)

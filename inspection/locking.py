@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
+from inspection.db import retry
 from inspection.db.models import Node
 from inspection.errors import NodeLocked, NotFound
 
@@ -118,24 +119,29 @@ def _try_acquire(engine: Engine, node_id: int, host: str, lock_timeout: float) -
 def release(engine: Engine, node_id: int, host: str) -> bool:
     """Clear ``host``'s reservation of the node; False if ``host`` did not hold it.
 
-    If the database refuses, the error is raised and the reservation is a leftover that the
-    housekeeping of a processing process clears (:func:`release_unheld`).
+    A transient database error is retried with backoff (:func:`inspection.db.retry.call`);
+    if the database still refuses, the error is raised and the reservation is a leftover
+    that the housekeeping of a processing process clears (:func:`release_unheld`).
     """
     try:
-        with engine.begin() as conn:
-            result = conn.execute(
-                sa.update(_nodes).where(_nodes.c.id == node_id, _nodes.c.reservation == host)
-                .values(reservation=None, **_KEEP_UPDATED_AT))
+        cleared = retry.call(_clear, engine, node_id, host, what=f"releasing node {node_id}")
     except BaseException:
         with _held_lock:
             _uncertain.add((host, node_id))
         raise
     finally:
-        _unhold(host, node_id)
-    if result.rowcount != 1:
+        _unhold(host, node_id)  # once, however many tries the release took
+    if not cleared:
         LOG.warning("Node %s was not reserved by %s any more when releasing it", node_id, host)
         return False
     return True
+
+
+def _clear(engine: Engine, node_id: int, host: str) -> bool:
+    with engine.begin() as conn:
+        return conn.execute(
+            sa.update(_nodes).where(_nodes.c.id == node_id, _nodes.c.reservation == host)
+            .values(reservation=None, **_KEEP_UPDATED_AT)).rowcount == 1
 
 
 def still_held(session: Session, node_id: int, host: str) -> bool:

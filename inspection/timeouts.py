@@ -6,22 +6,26 @@ next run, and the state and start time are checked again under the reservation, 
 that was processed or restarted meanwhile is left alone.
 """
 
+import functools
 import logging
 import threading
 from datetime import datetime, timedelta
 
+import sqlalchemy.exc
 from oslo_config import cfg
 from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
 from inspection import attempts, locking, metrics
+from inspection.db import retry
 from inspection.db.engine import session_scope
 from inspection.db.models import INSPECT_WAIT, INSPECTING, InspectionCallback, Node, utcnow
 from inspection.errors import NodeLocked, NotFound
 from inspection.inspect_control import fail_inspection
 from inspection.power import tasks as power_tasks
 from pxe_filter.broadcast import FilterNotifier
+from pxe_filter.common.database import error_reason
 
 LOG = logging.getLogger(__name__)
 
@@ -70,10 +74,18 @@ def fail_timed_out(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifie
     failed: list[str] = []
     for node_id in candidates:
         try:
-            node_uuid = _fail_one(engine, conf, notifier, node_id, cutoff=cutoff,
-                                  timeout=timeout)
+            node_uuid = retry.call(functools.partial(
+                _fail_one, engine, conf, notifier, node_id, cutoff=cutoff, timeout=timeout),
+                what=f"the inspection timeout of node {node_id}")
         except (NodeLocked, NotFound):
             LOG.debug("Inspection timeout: node %s is busy or gone; next run", node_id)
+            continue
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            if not retry.is_transient(exc):
+                LOG.exception("Inspection timeout: could not fail node %s", node_id)
+                continue
+            LOG.warning("Inspection timeout: node %s not failed now (%s); next run", node_id,
+                        error_reason(exc))
             continue
         except Exception:
             # One broken node must not stop the others from timing out.

@@ -6,8 +6,9 @@ import sqlalchemy as sa
 from flask import Blueprint, Response, g, jsonify, request
 
 from inspection.api.context import ctx, json_body
-from inspection.api.dispatch import DispatchError
+from inspection.api.dispatch import API_RETRY_BUDGET, DispatchError
 from inspection.api.errors import ApiError
+from inspection.db import retry
 from inspection.db.idents import is_uuid
 from pxe_filter.common.database import error_reason
 
@@ -28,13 +29,18 @@ def continue_inspection() -> tuple[Response, int]:
         raise ApiError(400, "node_uuid must be a UUID")
     c = ctx()
     try:
-        accepted = c.service.accept(body, node_uuid=node_uuid, store_discovered=True)
+        # Every step is a transaction of its own: a deadlock or a dropped connection runs
+        # it again (a node that discovery enrolled is then found by the lookup).
+        accepted = retry.call(c.service.accept, body, node_uuid, True,
+                              what="accepting inspection data", budget=API_RETRY_BUDGET)
         g.discovered = accepted.created  # the callback's outcome in the metrics
         # 202 only once the data is committed: from then on it survives any one crash.
         c.dispatcher.dispatch(accepted.node_uuid, accepted.data, accepted.callback_id,
                               attempt=accepted.attempt)
-    except (DispatchError, sa.exc.OperationalError) as exc:
-        if isinstance(exc, sa.exc.OperationalError):
+    except (DispatchError, sa.exc.SQLAlchemyError) as exc:
+        if isinstance(exc, sa.exc.SQLAlchemyError):
+            if not isinstance(exc, sa.exc.OperationalError) and not retry.is_transient(exc):
+                raise
             LOG.error("Inspection data not accepted, the database failed: %s",
                       error_reason(exc))
         # Nothing was accepted; the ramdisk retries (or the inspect-wait timeout fails it).

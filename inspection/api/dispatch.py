@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 from sqlalchemy.engine import Engine
 
+from inspection.db import retry
 from inspection.power.actor import PowerActor
 from inspection.processing import callbacks
 from inspection.timeouts import TimeoutTask
@@ -22,6 +23,9 @@ LOG = logging.getLogger("inspection.api.dispatch")
 #: Reconnection attempts of one wake-up cast: the workers find stored callbacks by
 #: themselves within [processing]heartbeat_interval, so a dead bus is not waited for.
 CAST_RETRY = 2
+#: Seconds after which a transient database error is no longer retried within a request:
+#: the ramdisk retries the callback itself, and a dead server must not hold the request.
+API_RETRY_BUDGET = 2.0
 
 
 class DispatchError(Exception):
@@ -48,7 +52,9 @@ def store(engine: Engine, node_uuid: str, data: dict[str, Any],
           attempt: str | None = None) -> int:
     """Commit the callback; :class:`DispatchError` when the database refuses it."""
     try:
-        return callbacks.store(engine, node_uuid, data, attempt)
+        return retry.call(callbacks.store, engine, node_uuid, data, attempt,
+                          budget=API_RETRY_BUDGET,
+                          what=f"storing the inspection data of node {node_uuid}")
     except sa.exc.SQLAlchemyError as exc:
         LOG.error("Cannot store the inspection data of node %s, so it was not accepted (the "
                   "ramdisk retries): %s", node_uuid, error_reason(exc))

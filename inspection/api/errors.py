@@ -9,9 +9,11 @@ import json
 import logging
 from typing import Any
 
+import sqlalchemy as sa
 from flask import Flask, Response
 from werkzeug.exceptions import HTTPException
 
+from inspection.db import retry
 from inspection.errors import InspectionServiceError
 from inspection.rules.errors import (
     BuiltInRuleError,
@@ -19,6 +21,7 @@ from inspection.rules.errors import (
     RuleNotFound,
     RuleValidationError,
 )
+from pxe_filter.common.database import error_reason
 
 LOG = logging.getLogger("inspection.api")
 
@@ -69,6 +72,16 @@ def _rule_validation(exc: RuleValidationError) -> Response:
     return json_error(400, str(exc), problems=exc.problems)
 
 
+def _database_error(exc: sa.exc.SQLAlchemyError) -> Response:
+    if not retry.is_transient(exc):
+        return _unexpected(exc)
+    # A deadlock, a lock timeout, a dropped connection: nothing was committed.
+    LOG.warning("Request not completed, the database failed: %s (the client may retry)",
+                error_reason(exc))
+    return json_error(503, "The database is busy or unreachable; try again later",
+                      {"Retry-After": "1"})
+
+
 def _unexpected(exc: Exception) -> Response:
     LOG.exception("Unexpected error while handling a request")
     return json_error(500, "Internal server error; the service log has the details")
@@ -83,4 +96,5 @@ def register(app: Flask) -> None:
     app.register_error_handler(RuleNotFound, lambda e: json_error(404, str(e)))
     app.register_error_handler(RuleConflict, lambda e: json_error(409, str(e)))
     app.register_error_handler(BuiltInRuleError, lambda e: json_error(400, str(e)))
+    app.register_error_handler(sa.exc.SQLAlchemyError, _database_error)
     app.register_error_handler(Exception, _unexpected)

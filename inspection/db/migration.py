@@ -31,7 +31,8 @@ def _alembic_config(engine: Engine) -> Config:
 
 def head_revision() -> str:
     """The newest migration revision shipped with this code."""
-    script = ScriptDirectory.from_config(_alembic_config(sa.create_engine("sqlite://")))
+    script = ScriptDirectory.from_config(
+        _alembic_config(sa.create_engine("sqlite://", hide_parameters=True)))
     head = script.get_current_head()
     assert head is not None
     return head

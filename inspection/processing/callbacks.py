@@ -51,11 +51,19 @@ class Claim:
 
     def settle(self, session: Session) -> bool:
         """Delete the row in ``session``'s transaction; False if the claim was taken away
-        (the caller must roll back: another process owns this callback now)."""
+        (the caller must roll back: another process owns this callback now).
+
+        ``settled`` turns True once that transaction commits: a run that is rolled back
+        and tried again (a transient database error) must not count as settled.
+        """
         deleted = session.execute(sa.delete(_rows).where(
             _rows.c.id == self.id, _rows.c.claim == self.token)).rowcount == 1
-        self.settled = self.settled or deleted
+        if deleted:
+            sa.event.listen(session, "after_commit", self._committed, once=True)
         return deleted
+
+    def _committed(self, _session: Session) -> None:
+        self.settled = True
 
 
 #: Stores of one node racing each other: after a lost race the winner's row is replaced.

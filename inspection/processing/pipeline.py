@@ -3,7 +3,9 @@
 Order: preprocess hooks -> preprocess rules -> hooks -> main rules -> store the inventory ->
 move the node on. Every stage works in the caller's session and nothing is committed here;
 a stage that fails raises :class:`StageFailed` whose message becomes the node's
-``last_error``, and the caller rolls the whole run back. (Early rules, lookup and discovery
+``last_error``, and the caller rolls the whole run back. Only data errors of the database
+(:func:`inspection.db.retry.is_data_error`) fail a stage; any other database error is
+raised as it is, for the caller to retry the run. (Early rules, lookup and discovery
 happen before, in :meth:`inspection.processing.service.InspectionService.accept`.)
 """
 
@@ -18,6 +20,7 @@ from sqlalchemy.orm import Session
 from inspection import bmc, states
 from inspection.common.untrusted import for_log
 from inspection.db.models import Node, utcnow
+from inspection.db.retry import is_data_error
 from inspection.discovery import DEFAULT_INSPECT_INTERFACE
 from inspection.hooks.base import (
     InspectionHook,
@@ -174,6 +177,8 @@ class Pipeline:
             raise StageFailed(f"{phase} hooks",
                               f"{what} inspection data failed: {exc}") from None
         except sqlalchemy.exc.SQLAlchemyError as exc:
+            if not is_data_error(exc):
+                raise  # the database's trouble, not the data's: the caller retries
             LOG.warning("Node %s: database error in the %s hooks: %s", ctx.node_ident, phase,
                         for_log(str(exc), _MAX_LOGGED_DB_ERROR))
             raise StageFailed(f"{phase} hooks", f"Database error while running the "
@@ -187,6 +192,8 @@ class Pipeline:
         except StageFailed:
             raise
         except sqlalchemy.exc.SQLAlchemyError as exc:
+            if not is_data_error(exc):
+                raise  # the database's trouble, not the data's: the caller retries
             LOG.warning("Database error while %s: %s", name,
                         for_log(str(exc), _MAX_LOGGED_DB_ERROR))
             raise StageFailed(name, f"Database error while {name}: "

@@ -4,7 +4,10 @@
 rules, lookup or auto-discovery); ``process`` is the rest, run by a worker or in-process:
 under the node's reservation, in ONE transaction, the stages of
 :mod:`inspection.processing.pipeline`; then a ``deny`` broadcast for the node's MACs. A failed
-run is rolled back and only ``inspect failed`` plus ``last_error`` is committed.
+run is rolled back and only ``inspect failed`` plus ``last_error`` is committed. A transient
+database error (a dropped connection, a deadlock...) fails nothing: the transaction is run
+again (:mod:`inspection.db.retry`), and if it keeps failing the error is raised, so that the
+worker gives the callback back for a later retry.
 """
 
 import json
@@ -22,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from inspection import attempts, locking, metrics, states
 from inspection.common.untrusted import for_log
+from inspection.db import retry
 from inspection.db.engine import session_scope
 from inspection.db.models import INSPECT_WAIT, Node
 from inspection.discovery import lookup_or_discover, port_macs
@@ -50,7 +54,7 @@ from inspection.rules import (
 from inspection.rules.limits import Limits
 from pxe_filter.broadcast import FilterNotifier, NodePorts
 from pxe_filter.common.config import ConfigError
-from pxe_filter.common.database import engine_from_conf
+from pxe_filter.common.database import engine_from_conf, error_reason
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 LOG = logging.getLogger(__name__)
@@ -300,8 +304,7 @@ class InspectionService:
         except BadRequest as exc:
             LOG.error("Not processing data for node %s: %s", for_log(node_uuid), exc)
             return
-        with self.engine.connect() as conn:
-            node_id = conn.execute(sa.select(Node.id).where(Node.uuid == node_uuid)).scalar()
+        node_id = retry.call(self._node_id, node_uuid, what=f"looking up node {node_uuid}")
         if node_id is None:
             LOG.warning("Not processing inspection data for node %s: it was deleted",
                         node_uuid)
@@ -311,12 +314,15 @@ class InspectionService:
         if ports is not None:
             self.notifier.announce(ports)
 
+    def _node_id(self, node_uuid: str) -> int | None:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(Node.id).where(Node.uuid == node_uuid)).scalar()
+
     def give_up(self, node_uuid: str, message: str,
                 settle: Callable[[Session], bool], attempt: str | None = None) -> None:
         """Fail the node's inspection with ``message`` instead of processing its data (data
         that kept killing the processes that processed it)."""
-        with self.engine.connect() as conn:
-            node_id = conn.execute(sa.select(Node.id).where(Node.uuid == node_uuid)).scalar()
+        node_id = retry.call(self._node_id, node_uuid, what=f"looking up node {node_uuid}")
         if node_id is None:
             return
         ports = self._under_reservation(node_id, self._give_up_node, message, settle, attempt)
@@ -335,25 +341,43 @@ class InspectionService:
         return fail_inspection(session, node, message)
 
     def _under_reservation(self, node_id: int, func, *args: Any) -> Any:
-        """``func(session, node, *args)`` in one transaction under the node's reservation."""
+        """``func(session, node, *args)`` in one transaction under the node's reservation.
+
+        A transient database error (:func:`inspection.db.retry.is_transient`) runs the
+        transaction again, with backoff; after the last try it is raised, for the caller
+        to retry later. ``func`` must raise such errors, never record them on the node.
+        """
+        what = f"the transaction of node {node_id}"
         for attempt in range(1, self.lock_attempts + 1):
             try:
-                locking.acquire(self.engine, node_id, self.host)
+                retry.call(locking.acquire, self.engine, node_id, self.host, what=what)
                 break
             except NodeLocked:
                 if attempt == self.lock_attempts:
                     raise
                 time.sleep(self.lock_interval)
         try:
-            with session_scope(self.sessions) as session:
-                node = session.get(Node, node_id)
-                if node is None:
-                    LOG.warning("Node %s was deleted before its data could be processed",
-                                node_id)
-                    return None
-                return func(session, node, *args)
+            return retry.call(self._in_transaction, node_id, func, *args, what=what)
         finally:
-            locking.release(self.engine, node_id, self.host)
+            self._release(node_id)
+
+    def _in_transaction(self, node_id: int, func, *args: Any) -> Any:
+        with session_scope(self.sessions) as session:
+            node = session.get(Node, node_id)
+            if node is None:
+                LOG.warning("Node %s was deleted before its data could be processed", node_id)
+                return None
+            return func(session, node, *args)
+
+    def _release(self, node_id: int) -> None:
+        try:
+            locking.release(self.engine, node_id, self.host)  # retries transient errors
+        except sa.exc.SQLAlchemyError as exc:
+            # The outcome is committed: losing it for this would be worse. The leftover is
+            # known to this process, whose recovery clears it once the database answers.
+            LOG.error("Node %s: its reservation by %s could not be released (%s); this "
+                      "process clears it within [processing]heartbeat_interval once the "
+                      "database answers", node_id, self.host, error_reason(exc))
 
     def _process_node(self, session: Session, node: Node, data: tuple[dict, dict],
                       settle: Callable[[Session], bool],
@@ -390,6 +414,9 @@ class InspectionService:
         except StageFailed as exc:
             message = str(exc)
         except sa.exc.SQLAlchemyError as exc:  # the commit itself
+            if not retry.is_data_error(exc):
+                session.rollback()
+                raise  # the database's trouble, not the data's: tried again
             LOG.warning("Node %s: saving the inspection results failed: %s", node_uuid,
                         for_log(str(exc), 4000))
             message = f"Failed to save the inspection results: {db_error_text(exc)}"

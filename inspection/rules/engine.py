@@ -10,6 +10,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import sqlalchemy.exc
+
 from inspection import metrics
 from inspection.rules import paths, template, values
 from inspection.rules.actions import ActionContext, ActionRegistry, default_registry
@@ -191,6 +193,8 @@ class RulesEngine:
             result = (not result) if cop.negated else bool(result)
         except RuleLimitExceeded:
             raise  # a limit fails the inspection, it does not just skip the rule
+        except sqlalchemy.exc.SQLAlchemyError:
+            raise  # the database's trouble, not the data's: the caller decides
         except Exception as exc:  # data the condition cannot judge: the rule does not match
             result = False
             entry["error"] = str(exc)
@@ -252,6 +256,8 @@ class RulesEngine:
                                rule.uuid, ctx.node.uuid if ctx.node else None,
                                "" if rule.sensitive else f": {exc}")
             raise InspectionFailed(str(exc), rule.uuid, cop.index) from None
+        except sqlalchemy.exc.SQLAlchemyError:
+            raise  # the database's trouble, not the data's: the caller decides
         except Exception as exc:
             if rule.sensitive:
                 message = f"inspection rule {rule.uuid}: action {cop.index} failed"

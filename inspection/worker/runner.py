@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 from sqlalchemy.engine import Engine
 
+from inspection.db import retry
 from inspection.db.models import utcnow
 from inspection.errors import NodeLocked
 from inspection.processing import callbacks
@@ -186,10 +187,19 @@ class CallbackRunner:
             self._give_back(claim, retry_at, count_attempt=False)
             return
         except sa.exc.SQLAlchemyError as exc:
-            LOG.warning("Database error while processing callback %s of node %s: %s; "
-                        "retried in %s s", claim.id, claim.node_uuid, error_reason(exc),
-                        self.interval)
-            self._give_back(claim, retry_at, count_attempt=False)
+            if retry.is_transient(exc):
+                # The database's trouble (its retries ran out): no attempt is used up.
+                LOG.warning("Database error while processing callback %s of node %s: %s; "
+                            "retried in %s s", claim.id, claim.node_uuid, error_reason(exc),
+                            self.interval)
+                self._give_back(claim, retry_at, count_attempt=False)
+            else:
+                # Not known to pass: counted, so that max_attempts ends it.
+                LOG.error("Database error while processing callback %s of node %s "
+                          "(attempt %s of %s): %s; retried in %s s", claim.id,
+                          claim.node_uuid, claim.attempts, self.max_attempts,
+                          error_reason(exc), self.interval)
+                self._give_back(claim, retry_at)
             return
         except Exception:
             LOG.exception("Processing callback %s of node %s failed (attempt %s of %s)",
@@ -212,6 +222,15 @@ class CallbackRunner:
             self._give_back(claim, utcnow() + timedelta(seconds=self.interval),
                             count_attempt=False)
             return
+        except sa.exc.SQLAlchemyError as exc:
+            if not retry.is_transient(exc):
+                LOG.exception("Could not record the failure of node %s", claim.node_uuid)
+            else:  # recorded at the next try, not dropped with the data
+                LOG.warning("Could not record the failure of node %s: %s; retried in %s s",
+                            claim.node_uuid, error_reason(exc), self.interval)
+                self._give_back(claim, utcnow() + timedelta(seconds=self.interval),
+                                count_attempt=False)
+                return
         except Exception:
             LOG.exception("Could not record the failure of node %s", claim.node_uuid)
         if not claim.settled:
@@ -220,7 +239,8 @@ class CallbackRunner:
     def _give_back(self, claim: Claim, retry_at: datetime | None,
                    count_attempt: bool = True) -> None:
         try:
-            callbacks.unclaim(self.engine, claim, retry_at, count_attempt)
+            retry.call(callbacks.unclaim, self.engine, claim, retry_at, count_attempt,
+                       what=f"giving back callback {claim.id}")
         except sa.exc.SQLAlchemyError:
             # The housekeeping thread retries it as it was; its token stays known meanwhile.
             with self._claims_lock:
@@ -228,7 +248,7 @@ class CallbackRunner:
 
     def _call_db(self, func, claim: Claim) -> None:
         try:
-            func(self.engine, claim)
+            retry.call(func, self.engine, claim, what=f"callback {claim.id}")
         except sa.exc.SQLAlchemyError as exc:
             LOG.warning("Callback %s of node %s: %s", claim.id, claim.node_uuid,
                         error_reason(exc))

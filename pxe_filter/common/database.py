@@ -38,7 +38,9 @@ def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False, 
     except sa.exc.ArgumentError:
         raise DatabaseError(f"[database]connection is not a valid SQLAlchemy URL: "
                             f"{describe_url(url)}") from None
-    kwargs: dict = {"pool_pre_ping": True, "future": True}
+    # hide_parameters: an error's text never quotes the bound values (a node's driver_info
+    # holds BMC passwords; inventories hold whatever the ramdisk sent).
+    kwargs: dict = {"pool_pre_ping": True, "future": True, "hide_parameters": True}
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}

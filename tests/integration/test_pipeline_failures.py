@@ -109,7 +109,9 @@ def test_failure_leaves_node_unchanged(db_engine, tmp_path, case):
     assert service.notifier.denied() == [["b0:7b:25:d3:0a:11"]]
 
 
-def test_database_error_while_storing(db_url, db_engine, tmp_path):
+def test_a_data_error_while_storing_fails_the_inspection(db_url, db_engine, tmp_path):
+    """The data itself is refused (every backend's data or integrity error): retrying
+    cannot help, so the node fails. Other database errors are retried, see test_db_retry."""
     node = _waiting(db_engine)
     _store_previous_inventory(db_engine, node["id"])
     service = service_for(db_engine, tmp_path, inspector={"add_ports": "all"})
@@ -118,16 +120,18 @@ def test_database_error_while_storing(db_url, db_engine, tmp_path):
     dialect = db_engine.dialect.name
     create, drop = {
         "sqlite": (["CREATE TRIGGER no_inventory BEFORE INSERT ON node_inventory BEGIN "
-                    "SELECT RAISE(ABORT, 'simulated: disk full'); END"],
+                    "SELECT RAISE(ABORT, 'simulated: value out of range'); END"],
                    ["DROP TRIGGER no_inventory"]),
         "postgresql": (["CREATE FUNCTION no_inventory() RETURNS trigger AS $$ BEGIN "
-                        "RAISE EXCEPTION 'simulated: disk full'; END $$ LANGUAGE plpgsql",
+                        "RAISE EXCEPTION 'simulated: value out of range' USING ERRCODE = "
+                        "'numeric_value_out_of_range'; END $$ LANGUAGE plpgsql",
                         "CREATE TRIGGER no_inventory BEFORE INSERT ON node_inventory "
                         "FOR EACH ROW EXECUTE FUNCTION no_inventory()"],
                        ["DROP TRIGGER no_inventory ON node_inventory",
                         "DROP FUNCTION no_inventory()"]),
         "mysql": (["CREATE TRIGGER no_inventory BEFORE INSERT ON node_inventory FOR EACH ROW "
-                   "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'simulated: disk full'"],
+                   "SIGNAL SQLSTATE '22003' SET MESSAGE_TEXT = 'simulated: value out of range', "
+                   "MYSQL_ERRNO = 1264"],
                   ["DROP TRIGGER no_inventory"]),
     }[dialect]
     with db_engine.begin() as conn:
@@ -141,7 +145,7 @@ def test_database_error_while_storing(db_url, db_engine, tmp_path):
                 conn.execute(sa.text(statement))
     error = _assert_failed_only(db_engine, node["id"], before,
                                 lambda e: "storing the inspection data" in e)
-    assert "simulated: disk full" in error and "INSERT" not in error
+    assert "simulated: value out of range" in error and "INSERT" not in error
     # The ports the hooks created were rolled back with everything else; the previous
     # inventory is still there.
     assert snapshot(db_engine, node["id"])["inventories"] == before["inventories"]

@@ -1,0 +1,106 @@
+"""Which database errors are worth retrying, and retrying a transaction with backoff.
+
+A *transient* error says nothing about the data: the connection dropped (a restart, a
+failover, ``pg_terminate_backend``), the transaction lost a deadlock or a serialization
+check, or a lock timeout fired. Running the same transaction again may
+succeed. A *data* error (``DataError``, ``IntegrityError``) fails the same way every time.
+oslo.db's ``wrap_db_retry`` is not used: it needs its exception filters, which turn
+SQLAlchemy's errors into ``oslo_db.exception.DBError`` (not a ``SQLAlchemyError``) on the
+engine, so every ``except SQLAlchemyError`` of the project would have to change.
+"""
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import sqlalchemy as sa
+
+from pxe_filter.common.database import error_reason
+
+LOG = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Tries of one transaction (the first one included) before the error is raised.
+ATTEMPTS = 6
+#: Upper bound of the first backoff (seconds); each later one doubles, up to MAX_DELAY.
+#: Each wait is random below its bound ("full jitter"), so the losers of a deadlock do
+#: not collide again at the same instant.
+BASE_DELAY = 0.05
+MAX_DELAY = 1.0
+
+# A statement timeout is not among them: a statement that is slow because of its data
+# would be retried for ever without counting an attempt.
+# PostgreSQL SQLSTATE classes and codes: connection exception (08), transaction rollback
+# (40: serialization failure 40001, deadlock 40P01), insufficient resources (53: too many
+# connections), lock not available (55P03, lock_timeout), administrator shutdown / crash
+# shutdown / cannot connect now (57P0x).
+_PG_CLASSES = ("08", "40", "53")
+_PG_CODES = {"55P03", "57P01", "57P02", "57P03"}
+# MySQL/MariaDB error numbers: 1205 lock wait timeout, 1213 deadlock, 1020 record changed
+# since last read, 1040 too many connections, 1053 server shutdown, 1077 normal shutdown,
+# 1158-1161 network read/write errors, 1317 query killed, 1927 connection killed
+# (MariaDB), 2002/2003 cannot connect, 2006 server has gone away, 2013 lost connection,
+# 2055 lost connection (system error), 4031 disconnected for inactivity.
+_MYSQL_CODES = {1020, 1040, 1053, 1077, 1158, 1159, 1160, 1161, 1205, 1213, 1317, 1927,
+                2002, 2003, 2006, 2013, 2055, 4031}
+_SQLITE_WORDS = ("database is locked", "database table is locked", "database is busy")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for an error that running the transaction again may not repeat."""
+    if isinstance(exc, (sa.exc.DisconnectionError, sa.exc.TimeoutError)):
+        return True  # a connection that died in the pool, or a pool with none free
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True  # SQLAlchemy recognised a disconnect
+    if is_data_error(exc):
+        return False
+    orig = exc.orig
+    code = getattr(orig, "pgcode", None) or getattr(orig, "sqlstate", None)
+    if isinstance(code, str):
+        return code[:2] in _PG_CLASSES or code in _PG_CODES
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int):
+        return args[0] in _MYSQL_CODES
+    text = str(orig).lower()
+    return any(word in text for word in _SQLITE_WORDS)
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """True for an error the data itself causes (it fails the same way every time)."""
+    return isinstance(exc, (sa.exc.DataError, sa.exc.IntegrityError))
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before try ``attempt + 1`` (``attempt`` counts from 1)."""
+    bound = min(MAX_DELAY, BASE_DELAY * 2 ** (attempt - 1))
+    return random.uniform(0, bound)  # noqa: S311 - jitter, not a secret
+
+
+def call(func: Callable[..., T], *args: object, what: str = "a database transaction",
+         attempts: int = ATTEMPTS, budget: float | None = None) -> T:
+    """``func(*args)``, run again (after a backoff) while it raises a transient error.
+
+    ``func`` must be a whole transaction: every try starts from nothing. No try starts
+    ``budget`` seconds or more after the first (a request must not wait for a dead server
+    ``attempts`` times its connect timeout). The last try's error is raised; any other
+    error at once.
+    """
+    started = time.monotonic()
+    for attempt in range(1, attempts + 1):
+        try:
+            return func(*args)
+        except sa.exc.SQLAlchemyError as exc:
+            if attempt == attempts or not is_transient(exc):
+                raise
+            delay = backoff(attempt)
+            if budget is not None and time.monotonic() + delay - started >= budget:
+                raise
+            LOG.info("Transient database error in %s (%s); try %d of %d in %.2f s", what,
+                     error_reason(exc), attempt + 1, attempts, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")  # the loop returns or raises
