@@ -106,9 +106,19 @@ api_opts = [
     cfg.IntOpt("auth_failure_window", default=60, min=1,
                help="Seconds over which failed logins are counted per client address."),
     cfg.IntOpt("auth_concurrency", min=1, sample_default="half the CPUs, at least 1",
-               help="Password checks (bcrypt) run at once; more get 429 at once, so that "
-                    "guessers never hold the threads, nor the CPUs, the ramdisk callback "
-                    "needs. Unset: half the CPUs, at least 1."),
+               help="Password checks (bcrypt) run at once, so that guessers never hold "
+                    "the CPUs the ramdisk callback needs; more wait in auth_queue_length. "
+                    "Unset: half the CPUs, at least 1."),
+    cfg.IntOpt("auth_queue_length", default=4, min=0,
+               help="Password checks that may wait for one of auth_concurrency. They are "
+                    "served by priority: first clients that logged in before as that user "
+                    "from that address, then addresses with the fewest recent failures. A "
+                    "check that finds the queue full of better or equal ones gets 429; a "
+                    "better one pushes out the worst waiting one (429). Kept well below "
+                    "threads, so waiting checks never hold the threads the ramdisk callback "
+                    "needs."),
+    cfg.IntOpt("auth_queue_timeout", default=10, min=1,
+               help="Seconds a password check waits in the queue before it gets 429."),
     cfg.IntOpt("threads", default=8, min=1,
                help="Request threads of the WSGI server."),
     cfg.IntOpt("connection_limit", default=1000, min=10,

@@ -22,6 +22,7 @@ REGISTRY = new_registry()
 CALLBACK_OUTCOMES = ("accepted", "discovered", "bad_request", "not_found", "locked",
                      "unavailable", "error")
 LOOKUP_METHODS = ("uuid", "mac", "bmc")
+LOGIN_OUTCOMES = ("ok", "failed", "throttled", "queue_full")
 PROCESSED_OUTCOMES = ("finished", "failed", "skipped", "error")
 #: Processing takes tens of milliseconds; a busy database or many rules make it seconds.
 PROCESSING_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -49,6 +50,10 @@ TIMEOUTS = Counter(
     PREFIX + "timeouts", "Inspections failed because no data came within "
     "[inspector]inspect_wait_timeout (counted by the worker that failed them)",
     registry=REGISTRY)
+LOGINS = Counter(
+    PREFIX + "logins", "Admin requests' password checks by outcome (ok: also remembered "
+    "credentials; failed; throttled: the address failed too often; queue_full: no turn in "
+    "the password check queue)", ["outcome"], registry=REGISTRY)
 IN_PROGRESS = Gauge(
     PREFIX + "processing_in_progress", "Inspection data being processed right now",
     registry=REGISTRY)

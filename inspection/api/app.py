@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Flask, request
 from oslo_config import cfg
+from oslo_middleware.http_proxy_to_wsgi import HTTPProxyToWSGI
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 from werkzeug.routing import BaseConverter, Map
@@ -53,7 +54,9 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
     checker = BasicAuth(conf.api.http_basic_auth_user_file,
                         max_failures=conf.api.auth_max_failures,
                         failure_window=conf.api.auth_failure_window,
-                        concurrency=conf.api.auth_concurrency or default_concurrency())
+                        concurrency=conf.api.auth_concurrency or default_concurrency(),
+                        queue_length=conf.api.auth_queue_length,
+                        queue_timeout=conf.api.auth_queue_timeout)
 
     @app.before_request
     def authenticate():
@@ -61,7 +64,7 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
             return None
         try:
             if checker.check(request.headers.get("Authorization"),
-                             request.remote_addr or "") is not None:
+                             client_address()) is not None:
                 return None
         except Throttled as exc:
             return errors.json_error(429, f"Too many login attempts ({exc}); retry in "
@@ -69,6 +72,13 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
                                      {"Retry-After": str(exc.retry_after)})
         return errors.json_error(401, "Authentication required",
                                  {"WWW-Authenticate": f'Basic realm="{REALM}"'})
+
+
+def client_address() -> str:
+    """The client's address: the peer's, or with [oslo_middleware]
+    enable_proxy_headers_parsing the one the proxy in front of us saw (the last entry of
+    X-Forwarded-For: earlier ones are whatever the client claimed)."""
+    return (request.remote_addr or "").rsplit(",", 1)[-1].strip()
 
 
 def _install_input_checks(app: Flask) -> None:
@@ -138,7 +148,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     metrics.install(app)
     for module in (versions, openapi, continue_inspection, rules, nodes, ports):
         app.register_blueprint(module.bp)
-    app.wsgi_app = _accept_trailing_slash(app.wsgi_app)
+    app.wsgi_app = HTTPProxyToWSGI(_accept_trailing_slash(app.wsgi_app), conf)
     return app
 
 

@@ -81,6 +81,8 @@ def install(app: Flask) -> None:
         metrics.CALLBACKS.labels(outcome=outcome)
     for method in metrics.LOOKUP_METHODS:
         metrics.LOOKUPS.labels(method=method)
+    for outcome in metrics.LOGIN_OUTCOMES:
+        metrics.LOGINS.labels(outcome=outcome)
     metrics.show_rules("early")  # early rules run in the API's request
     if isinstance(app.extensions[EXTENSION].dispatcher, InProcessDispatcher):
         metrics.show_processing()  # all-in-one: this process processes
