@@ -34,6 +34,8 @@ _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
 _CACHE_LIMIT = 256
 #: Client addresses whose failures are remembered at most (oldest forgotten first).
 _TRACKED_CLIENTS = 10000
+#: Events remembered per client address (enough to rank it; memory stays bounded).
+_EVENTS_PER_CLIENT = 1000
 _COST = re.compile(rb"\$2[aby]\$(\d\d)\$")
 #: bcrypt uses the first 72 bytes of a password; so do htpasswd and Apache.
 BCRYPT_MAX_BYTES = 72
@@ -105,6 +107,7 @@ class BasicAuth:
         self._stamp = self._file_stamp()
         self._verified: set[bytes] = set()
         self._failures: OrderedDict[str, list[float]] = OrderedDict()
+        self._refusals: OrderedDict[str, list[float]] = OrderedDict()
         # (address, user) pairs that logged in: never throttled by others' failures there.
         self._trusted: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._queue = LoginQueue(concurrency, queue_length, queue_timeout)
@@ -158,12 +161,14 @@ class BasicAuth:
             return user
         if not trusted:
             self._refuse_if_failing(client)
-        priority = (0 if trusted else 1, self._recent_failures(client))
+        # Who pressed least lately goes first: a fresh address beats any guesser.
+        priority = (0 if trusted else 1, self._pressure(client))
         try:
             with self._queue.slot(client, priority):
                 ok = self._verify(password.encode()[:BCRYPT_MAX_BYTES], stored)
         except QueueFull as exc:
             metrics.LOGINS.labels("queue_full").inc()
+            self._remember(self._refusals, client)
             raise Throttled(str(exc), 1) from None
         if ok:
             with self._lock:
@@ -199,10 +204,24 @@ class BasicAuth:
             while len(self._trusted) > _TRACKED_CLIENTS:
                 self._trusted.popitem(last=False)
 
-    def _recent_failures(self, client: str) -> int:
+    def _pressure(self, client: str) -> int:
+        """Failed checks and checks refused for want of a turn, from ``client`` lately."""
         now = time.monotonic()
         with self._lock:
-            return sum(1 for t in self._failures.get(client, ()) if now - t < self.failure_window)
+            return sum(1 for events in (self._failures, self._refusals)
+                       for t in events.get(client, ()) if now - t < self.failure_window)
+
+    def _remember(self, events: OrderedDict[str, list[float]], client: str) -> int:
+        """Note an event of ``client`` now; how many it has (bounded memory)."""
+        now = time.monotonic()
+        with self._lock:
+            times = [t for t in events.get(client, ()) if now - t < self.failure_window]
+            times.append(now)
+            events[client] = times[-_EVENTS_PER_CLIENT:]
+            events.move_to_end(client)
+            while len(events) > _TRACKED_CLIENTS:
+                events.popitem(last=False)
+            return len(times)
 
     def _refuse_if_failing(self, client: str) -> None:
         now = time.monotonic()
@@ -218,12 +237,7 @@ class BasicAuth:
                 raise Throttled(f"{len(recent)} failed logins from this address", wait)
 
     def _record_failure(self, client: str) -> None:
-        with self._lock:
-            self._failures.setdefault(client, []).append(time.monotonic())
-            self._failures.move_to_end(client)
-            while len(self._failures) > _TRACKED_CLIENTS:
-                self._failures.popitem(last=False)
-            count = len(self._failures[client])
+        count = self._remember(self._failures, client)
         if count == self.max_failures:
             LOG.warning("%d failed logins from %s within %d s: refusing its logins for a "
                         "while", count, client or "an unknown address", self.failure_window)

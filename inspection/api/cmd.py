@@ -152,7 +152,10 @@ class _Api:
                 self.app, host=conf.api.host_ip, port=conf.api.port, threads=conf.api.threads,
                 connection_limit=conf.api.connection_limit,
                 channel_timeout=conf.api.channel_timeout,
-                ident="ironic-inspection-api", clear_untrusted_proxy_headers=True,
+                ident="ironic-inspection-api",
+                # Behind a proxy, oslo.middleware's HTTPProxyToWSGI reads them; else dropped.
+                clear_untrusted_proxy_headers=not conf.oslo_middleware
+                .enable_proxy_headers_parsing,
                 max_request_body_size=conf.api.max_request_body_size * _WAITRESS_BODY_FACTOR)
         except OSError as exc:
             raise ServiceError(f"Cannot listen on {conf.api.host_ip} port {conf.api.port}: "
