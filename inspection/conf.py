@@ -126,6 +126,16 @@ api_opts = [
                     "wait. A batch of machines booting at once each holds one."),
     cfg.IntOpt("channel_timeout", default=30, min=1,
                help="Seconds an idle keep-alive connection stays open."),
+    cfg.IntOpt("connections_per_client", default=50, min=0,
+               help="Open connections one client address may hold; its further ones are "
+                    "closed at once, so that one client cannot take the connection_limit "
+                    "the machines booting need. 0: no limit (behind a proxy, where every "
+                    "connection comes from the proxy, set it above the proxy's own)."),
+    cfg.IntOpt("request_deadline", default=60, min=1,
+               help="Seconds within which a request's headers and body must arrive, from "
+                    "its first byte; a connection still sending after that is closed (a "
+                    "client trickling a header line every few seconds is never idle, so "
+                    "channel_timeout alone does not close it)."),
     cfg.IntOpt("processing_threads", default=4, min=1,
                help="Threads processing inspection data in-process (all-in-one mode, "
                     "[DEFAULT]transport_url unset)."),
