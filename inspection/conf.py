@@ -112,11 +112,12 @@ api_opts = [
     cfg.IntOpt("auth_queue_length", default=4, min=0,
                help="Password checks that may wait for one of auth_concurrency. They are "
                     "served by priority: first clients that logged in before as that user "
-                    "from that address, then addresses with the fewest recent failures. A "
-                    "check that finds the queue full of better or equal ones gets 429; a "
-                    "better one pushes out the worst waiting one (429). Kept well below "
-                    "threads, so waiting checks never hold the threads the ramdisk callback "
-                    "needs."),
+                    "from that address, then addresses with the fewest failed or refused "
+                    "checks within auth_failure_window. A check that finds the queue full "
+                    "of better or equal ones gets 429; a better one pushes out the worst "
+                    "waiting one (429). auth_concurrency + auth_queue_length must stay at "
+                    "most threads - 2, so that waiting checks never hold the threads the "
+                    "ramdisk callback needs."),
     cfg.IntOpt("auth_queue_timeout", default=10, min=1,
                help="Seconds a password check waits in the queue before it gets 429."),
     cfg.IntOpt("threads", default=8, min=1,

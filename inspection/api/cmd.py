@@ -68,6 +68,15 @@ def check_conf(conf: cfg.ConfigOpts) -> None:
         inspection_conf.check_processing_opts(conf)
     except ValueError as exc:
         raise ServiceError(str(exc), EXIT_CONFIG) from None
+    if conf.api.auth_strategy == "http_basic":
+        from inspection.api.auth import default_concurrency  # noqa: PLC0415
+
+        held = (conf.api.auth_concurrency or default_concurrency()) + conf.api.auth_queue_length
+        if held > conf.api.threads - 2:
+            raise ServiceError(f"[api]auth_concurrency + auth_queue_length ({held}) would let "
+                               f"password checks hold the threads the ramdisk callback needs: "
+                               f"keep them at most [api]threads - 2 ({conf.api.threads - 2})",
+                               EXIT_CONFIG)
     if (conf.api.auth_strategy == "noauth" and not is_loopback(conf.api.host_ip)
             and not conf.api.allow_insecure_noauth):
         raise ServiceError(f"[api]auth_strategy = noauth would let anyone who reaches "
