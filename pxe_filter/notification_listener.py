@@ -137,8 +137,9 @@ def describe_failure(exc: BaseException, tls: bool) -> str:
     if tls and isinstance(exc, ssl.SSLError):
         return (f"{text}: TLS is on but the broker did not answer with TLS; is it a "
                 f"clear-text port? Use the broker's TLS port (usually 5671)")
-    if not tls and isinstance(exc, (OSError, amqp.exceptions.AMQPError,
-                                    kombu.exceptions.OperationalError)):
+    # A TLS-only listener drops a clear AMQP greeting: reset, or closed before any answer.
+    if not tls and (isinstance(exc, (ConnectionResetError, ConnectionAbortedError))
+                    or "unexpectedly closed" in str(exc)):
         return (f"{text}: if the broker accepts only TLS, set [oslo_messaging_rabbit]ssl = "
                 f"true (or add ?ssl=1 to the transport URL) and ssl_ca_file")
     return text
