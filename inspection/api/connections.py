@@ -21,6 +21,8 @@ from waitress.server import BaseWSGIServer
 from inspection import metrics
 
 LOG = logging.getLogger("inspection.api.connections")
+#: Seconds between two log lines about connections closed at the deadline.
+_LOG_INTERVAL = 60.0
 
 
 class ConnectionGuard:
@@ -32,6 +34,8 @@ class ConnectionGuard:
         self._lock = threading.Lock()
         self._open: collections.Counter[str] = collections.Counter()
         self._warned: set[str] = set()
+        self._late = 0  # deadline closures not logged yet
+        self._late_logged = 0.0
 
     def admit(self, address: str) -> bool:
         """Count a new connection from ``address``; False if it must be closed."""
@@ -49,6 +53,19 @@ class ConnectionGuard:
                         "set it to 0 and limit clients at the proxy", address,
                         self.per_client)
         return False
+
+    def too_late(self, address: str) -> None:
+        """A connection of ``address`` missed the deadline: counted, logged once a minute."""
+        metrics.CONNECTIONS_CLOSED.labels("request_deadline").inc()
+        now = time.monotonic()
+        with self._lock:
+            self._late += 1
+            if now - self._late_logged < _LOG_INTERVAL:
+                return
+            count, self._late, self._late_logged = self._late, 0, now
+        LOG.warning("Closed %d connection(s) whose request was not complete within "
+                    "[api]request_deadline (%g s), the last from %s", count, self.deadline,
+                    address)
 
     def release(self, address: str) -> None:
         """A connection admitted for ``address`` is closed."""
@@ -77,9 +94,7 @@ class GuardedChannel(HTTPChannel):
         now = time.monotonic()
         if self.request_started is not None and now - self.request_started > \
                 self.guard.deadline:
-            metrics.CONNECTIONS_CLOSED.labels("request_deadline").inc()
-            LOG.info("Closed a connection from %s: its request was not complete within "
-                     "[api]request_deadline (%g s)", self.client, self.guard.deadline)
+            self.guard.too_late(self.client)
             self.will_close = True
             return False
         before = self.request

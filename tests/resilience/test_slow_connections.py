@@ -122,3 +122,5 @@ def test_a_request_still_trickling_after_the_deadline_is_closed(api):
         sock.close()
     assert 2 <= time.monotonic() - start < 5
     assert closed_count(api.url, "request_deadline") == 1
+    assert ("Closed 1 connection(s) whose request was not complete within "
+            "[api]request_deadline (2 s), the last from 127.0.0.2") in api.log_text()
