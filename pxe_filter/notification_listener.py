@@ -193,15 +193,13 @@ class NotificationListener:
             try:
                 connection, options = broker_connection(self.transport_url)
                 tls = bool(options["ssl"])
-                with connection as conn:
-                    conn.ensure_connection(max_retries=1)
-                    with conn.Consumer([self._queue()], on_message=self._on_message,
-                                       prefetch_count=100):
-                        LOG.info("Listening for Ironic's notifications on queue %s (topics "
-                                 "%s)", self.queue_name, ", ".join(self.topics))
-                        failing = False
-                        self.connected.set()
-                        self._drain(conn, options["heartbeat_rate"])
+                try:
+                    self._consume(connection, options["heartbeat_rate"])
+                except BaseException:
+                    # No clean close: a lost or frozen broker would never answer it.
+                    connection.collect()
+                    raise
+                connection.release()
             except amqp.exceptions.PreconditionFailed as exc:
                 self.connected.clear()
                 if "exchange" in str(exc) and not self._passive_exchange:
@@ -218,6 +216,8 @@ class NotificationListener:
                 failing = True
                 self._stop.wait(30 * RETRY_INTERVAL)
             except Exception as exc:  # kombu and amqp raise many kinds on a lost broker
+                if self.connected.is_set():
+                    failing = False  # it was connected: a new failure, say so
                 self.connected.clear()
                 if not failing:
                     LOG.warning("Ironic's notifications cannot be read (%s); retrying every "
@@ -225,6 +225,17 @@ class NotificationListener:
                                 describe_failure(exc, tls), RETRY_INTERVAL)
                 failing = True
                 self._stop.wait(RETRY_INTERVAL)
+
+    def _consume(self, conn: kombu.Connection, heartbeat_rate: int) -> None:
+        conn.ensure_connection(max_retries=1)
+        consumer = conn.Consumer([self._queue()], on_message=self._on_message,
+                                 prefetch_count=100)
+        consumer.consume()
+        LOG.info("Listening for Ironic's notifications on queue %s (topics %s)",
+                 self.queue_name, ", ".join(self.topics))
+        self.connected.set()
+        self._drain(conn, heartbeat_rate)
+        consumer.cancel()  # stopping: the broker is there to answer
 
     def _drain(self, conn: kombu.Connection, heartbeat_rate: int) -> None:
         # heartbeat_check sends ours when due and raises once the broker's are missed, so a

@@ -1,5 +1,7 @@
 """Ironic's notifications over TLS, from a private RabbitMQ node that listens only with TLS."""
 
+import os
+import signal
 import time
 import uuid
 
@@ -108,3 +110,34 @@ def test_clear_text_against_a_tls_only_broker_says_what_to_set(tls_rabbit, tmp_p
         assert daemon.stop() == 0, daemon.log_text()
     assert "Traceback" not in daemon.log_text()
     assert "guest:guest" not in daemon.log_text()
+
+
+def test_a_frozen_broker_is_noticed_by_heartbeats(tls_rabbit, tmp_path, sqlite_url):
+    migration.upgrade(create_engine(sqlite_url))
+    hostsdir = tmp_path / "hosts"
+    hostsdir.mkdir()
+    daemon = start_filter(tmp_path, sqlite_url, hostsdir, extra_conf={
+        "pxe_filter": {"ironic_notifications": True},
+        "oslo_messaging_notifications": {"transport_url": f"{tls_rabbit.url}?ssl=1"},
+        "oslo_messaging_rabbit": {"ssl_ca_file": tls_rabbit.ca_file,
+                                  "heartbeat_timeout_threshold": 2}})
+    try:
+        daemon.wait_ready(30)
+        wait_log(daemon, "Listening for Ironic's notifications")
+        os.kill(tls_rabbit.pid, signal.SIGSTOP)  # TCP stays up: only heartbeats tell
+        try:
+            start = time.monotonic()
+            wait_log(daemon, "Ironic's notifications cannot be read", timeout=20)
+            noticed = time.monotonic() - start
+        finally:
+            os.kill(tls_rabbit.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while daemon.log_text().count("Listening for Ironic's notifications") < 2:
+            assert time.monotonic() < deadline, daemon.log_text()
+            time.sleep(0.1)
+    finally:
+        assert daemon.stop() == 0, daemon.log_text()
+    print(f"frozen broker noticed after {noticed:.1f} s")
+    # py-amqp gives up after 2 x 2 s + 2 x 2 s / heartbeat_rate (5.3 s), then waits up to 5 s
+    # for the TLS close. Before: TCP keepalive, about two hours by default.
+    assert noticed < 15, daemon.log_text()
