@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Flask, request
 from oslo_config import cfg
+from oslo_middleware import opts as middleware_opts
 from oslo_middleware.http_proxy_to_wsgi import HTTPProxyToWSGI
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
@@ -58,13 +59,17 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
                         queue_length=conf.api.auth_queue_length,
                         queue_timeout=conf.api.auth_queue_timeout)
 
+    for group, opts in middleware_opts.list_opts_http_proxy_to_wsgi():
+        conf.register_opts(opts, group=group)  # HTTPProxyToWSGI registers them later
+    behind_proxy = conf.oslo_middleware.enable_proxy_headers_parsing
+
     @app.before_request
     def authenticate():
         if request.endpoint in PUBLIC_ENDPOINTS:
             return None
         try:
             if checker.check(request.headers.get("Authorization"),
-                             client_address()) is not None:
+                             client_address(behind_proxy)) is not None:
                 return None
         except Throttled as exc:
             return errors.json_error(429, f"Too many login attempts ({exc}); retry in "
@@ -74,10 +79,17 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
                                  {"WWW-Authenticate": f'Basic realm="{REALM}"'})
 
 
-def client_address() -> str:
-    """The client's address: the peer's, or with [oslo_middleware]
-    enable_proxy_headers_parsing the one the proxy in front of us saw (the last entry of
-    X-Forwarded-For: earlier ones are whatever the client claimed)."""
+def client_address(behind_proxy: bool) -> str:
+    """The client's address: the peer's, or behind a proxy the one the proxy in front of us
+    saw: the last entry of ``Forwarded`` or ``X-Forwarded-For`` (earlier entries are whatever
+    the client claimed)."""
+    forwarded = request.headers.get("Forwarded") if behind_proxy else None
+    if forwarded:
+        for pair in forwarded.rsplit(",", 1)[-1].split(";"):
+            key, _, value = pair.partition("=")
+            if key.strip().lower() == "for":
+                return value.strip().strip('"')
+    # HTTPProxyToWSGI put X-Forwarded-For, whole, in REMOTE_ADDR.
     return (request.remote_addr or "").rsplit(",", 1)[-1].strip()
 
 

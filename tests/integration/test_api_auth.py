@@ -144,6 +144,12 @@ def test_throttle_keys_on_the_forwarded_address_only_behind_a_proxy(tmp_path, db
         other = api.client.get("/v1/nodes", headers={**basic(),
                                                      "X-Forwarded-For": "192.0.2.2"})
         assert other.status_code == (200 if parsing else 429)
+        # RFC 7239 too: the last entry is the proxy's, the first one the client's claim.
+        for chain, behind in (("for=192.0.2.1, for=192.0.2.5", 401),
+                              ("for=192.0.2.5, for=192.0.2.1", 429)):
+            resp = api.client.get("/v1/nodes", headers={**basic(USER, "wrong"),
+                                                        "Forwarded": chain})
+            assert resp.status_code == (behind if parsing else 429), chain
     finally:
         api.close()
 
