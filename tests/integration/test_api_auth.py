@@ -166,5 +166,9 @@ def test_an_address_that_logged_in_is_not_throttled_by_others_failures(tmp_path,
         os.utime(htpasswd, ns=(1, 1))  # re-read: remembered credentials are forgotten
         assert api.client.get("/v1/nodes", headers=basic()).status_code == 200
         assert api.client.get("/v1/nodes", headers=basic("other", "pw2")).status_code == 429
+        scraped = api.client.get("/metrics", headers=basic()).text.splitlines()
+        counts = {line.split("{")[1].split("}")[0]: float(line.split()[-1]) for line in scraped
+                  if line.startswith("ironic_inspection_logins_total{")}
+        assert counts['outcome="throttled"'] >= 2 and counts['outcome="failed"'] >= 3, counts
     finally:
         api.close()
