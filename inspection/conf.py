@@ -109,8 +109,9 @@ api_opts = [
                help="Password checks (bcrypt) run at once, so that guessers never hold "
                     "the CPUs the ramdisk callback needs; more wait in auth_queue_length. "
                     "Unset: half the CPUs, at least 1."),
-    cfg.IntOpt("auth_queue_length", default=4, min=0,
-               help="Password checks that may wait for one of auth_concurrency. They are "
+    cfg.IntOpt("auth_queue_length", default=2, min=0,
+               help="Password checks that may wait for one of auth_concurrency, at most "
+                    "one per client address. They are "
                     "served by priority: first clients that logged in before as that user "
                     "from that address, then addresses with the fewest failed or refused "
                     "checks within auth_failure_window. A check that finds the queue full "

@@ -94,7 +94,7 @@ class BasicAuth:
     """Checks ``Authorization: Basic`` headers; the file is re-read when it changes."""
 
     def __init__(self, path: str, *, max_failures: int = 10, failure_window: int = 60,
-                 concurrency: int = 2, queue_length: int = 4,
+                 concurrency: int = 2, queue_length: int = 2,
                  queue_timeout: float = 10.0) -> None:
         self.path = path
         self.max_failures = max_failures

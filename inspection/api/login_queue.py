@@ -1,8 +1,9 @@
 """A short priority queue in front of the password checks, so guessers cannot starve a login.
 
 At most ``slots`` checks run at once; up to ``length`` more wait. A freed slot goes to the
-best-ranked waiter (lowest rank; ties in arrival order). A newcomer that finds the queue
-full pushes out the worst waiter if it ranks better, else it is refused: a login that has
+best-ranked waiter (lowest rank; ties in arrival order). Each client address has at most one
+waiting check. A newcomer that finds the queue full (or its address's place taken) pushes out
+the worst waiter (or its address's) if it ranks better, else it is refused: a login that has
 not failed lately always gets the next free slot, however many guessers queue.
 """
 
@@ -51,16 +52,19 @@ class LoginQueue:
             if self._free > 0 and not self._waiting:
                 self._free -= 1
                 return
-            # A client's own waiting checks count against it: addresses take turns.
-            mine = sum(1 for w in self._waiting if w.client == client)
-            waiter = _Waiter((*priority, mine, next(self._arrivals)), client)
-            if len(self._waiting) >= self.length:
+            waiter = _Waiter((*priority, next(self._arrivals)), client)
+            # One waiting check per client address: addresses take turns, and one address
+            # never holds more than one of the threads that wait.
+            mine = next((w for w in self._waiting if w.client == client), None)
+            if mine is not None:
+                if mine.rank < waiter.rank:
+                    raise QueueFull("a password check from this address is already waiting")
+                self._push_out(mine)
+            elif len(self._waiting) >= self.length:
                 worst = max(self._waiting, key=lambda w: w.rank, default=None)
                 if worst is None or worst.rank < waiter.rank:
                     raise QueueFull("too many password checks waiting")
-                self._waiting.remove(worst)
-                worst.outcome = "pushed out"
-                worst.event.set()
+                self._push_out(worst)
             self._waiting.append(waiter)
         granted = waiter.event.wait(self.timeout)
         with self._lock:
@@ -69,6 +73,11 @@ class LoginQueue:
                 raise QueueFull("waited too long for a password check")
         if waiter.outcome != "granted":
             raise QueueFull("pushed out of the queue by other password checks")
+
+    def _push_out(self, waiter: _Waiter) -> None:
+        self._waiting.remove(waiter)
+        waiter.outcome = "pushed out"
+        waiter.event.set()
 
     def _release(self) -> None:
         with self._lock:

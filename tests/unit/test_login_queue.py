@@ -60,19 +60,20 @@ def test_a_worse_newcomer_is_refused_when_the_queue_is_full():
     assert log == ["admin"]
 
 
-def test_a_client_s_own_waiting_checks_count_against_it():
+def test_one_waiting_check_per_address():
     queue = LoginQueue(slots=1, length=3, timeout=5)
     log = []
     with queue.slot("busy", (1, 0)):
-        threads = [waiter(queue, "greedy", (1, 0), log)]
+        first = waiter(queue, "shared", (1, 4), log)
         wait_queued(queue, 1)
-        threads.append(waiter(queue, "greedy", (1, 0), log))
-        wait_queued(queue, 2)
-        threads.append(waiter(queue, "other", (1, 0), log))
-        wait_queued(queue, 3)
-    for thread in threads:
-        thread.join(5)
-    assert log == ["greedy", "other", "greedy"]
+        with pytest.raises(QueueFull, match="already waiting"), queue.slot("shared", (1, 4)):
+            pass
+        # A better-ranked check of the same address (its admin) takes the place.
+        second = waiter(queue, "shared", (0, 4), log)
+        first.join(5)
+        assert log == ["shared: pushed out of the queue by other password checks"]
+    second.join(5)
+    assert log[1:] == ["shared"]
 
 
 def test_waiting_is_bounded():
