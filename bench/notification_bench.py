@@ -192,7 +192,7 @@ def database_load(args, baseline_python: str, db_url: str, workdir: Path) -> dic
     subprocess.run([baseline_python, str(BENCH / "datagen.py"), "--url", db_url, "--ports",
                     str(args.ports)], check=True)
     from pxe_filter.common.database import create_engine  # noqa: PLC0415
-    from pxe_filter.follower import NotificationFollower  # noqa: PLC0415
+    from pxe_filter.notifications.follower import NotificationFollower  # noqa: PLC0415
     from pxe_filter.source import DatabaseSource  # noqa: PLC0415
     from pxe_filter.sync import FilterSync  # noqa: PLC0415
 

@@ -97,6 +97,20 @@ api_opts = [
     cfg.IntOpt("max_request_body_size", default=4 * 1024 * 1024, min=1024,
                help="Largest request body in bytes; larger requests get 413. The ramdisk's "
                     "inspection data is usually well below 1 MiB."),
+    cfg.IntOpt("max_callback_interfaces", default=128, min=1,
+               help="Most network interface records one ramdisk callback may list; more get "
+                    "400. The largest servers have a few dozen ports (eight 4-port cards "
+                    "and the onboard ones), VLAN interfaces included; every MAC costs a "
+                    "lookup, and with auto-discovery a port and a filter file."),
+    cfg.FloatOpt("callback_rate", default=1.0, min=0,
+                 help="Ramdisk callbacks a second one client address may send in the long "
+                      "run (IPv6: one /64); beyond it and callback_burst, 429 with "
+                      "Retry-After. A machine posts once per inspection. 0 turns the limit "
+                      "off (e.g. behind a proxy that does not pass the client address)."),
+    cfg.IntOpt("callback_burst", default=50, min=1,
+               help="Ramdisk callbacks one client address may send at once before "
+                    "callback_rate applies (room for a relay or NAT before a few dozen "
+                    "machines)."),
     cfg.BoolOpt("allow_insecure_noauth", default=False,
                 help="Let auth_strategy = noauth listen on a non-loopback address (anyone "
                      "who reaches the port can then change nodes and rules)."),
@@ -170,6 +184,15 @@ processing_opts = [
                     "take over the callbacks it was processing and release its node "
                     "reservations. At least twice heartbeat_interval; the takeover happens "
                     "within heartbeat_timeout + heartbeat_interval of a crash."),
+    cfg.IntOpt("max_pending_callbacks", default=2000, min=1,
+               help="Most accepted callbacks waiting to be processed (by any process); "
+                    "beyond it the ramdisk callback answers 503 with Retry-After before "
+                    "storing anything, and the ramdisk retries. Room for a few large "
+                    "racks booting at once."),
+    cfg.IntOpt("max_pending_bytes", default=512 * 1024 * 1024, min=1024 * 1024,
+               help="Most bytes (JSON) of accepted callbacks waiting to be processed; "
+                    "beyond it the ramdisk callback answers 503 with Retry-After. Keep it "
+                    "well below the database's free disk space."),
     cfg.IntOpt("max_attempts", default=3, min=1,
                help="Times the processing of one accepted callback may be interrupted (its "
                     "process dies or fails unexpectedly) before the inspection fails instead "

@@ -1,12 +1,15 @@
 """Auto-discovery: enroll a machine that no node matches, exactly once.
 
-The new node and a port for each of the machine's MACs are inserted in ONE committed
-transaction. Two callbacks from the same machine (even at the same moment, in different
-processes) share MACs, so the unique constraint on ``ports.address`` makes the second
-transaction fail; it then looks the machine up again and finds the first node, which is
-not waiting for inspection data, so the duplicate gets the generic not-found.
+The new node and its ports (those ``[inspector]add_ports`` selects, see :func:`port_macs`)
+are inserted in ONE committed transaction. Two callbacks from the same machine (even at the
+same moment, in different processes) share these MACs, so the unique constraint on
+``ports.address`` makes the second transaction fail; it then looks the machine up again and
+finds the first node, which is not waiting for inspection data, so the duplicate gets the
+generic not-found. With ``add_ports = disabled`` no port guards the enrollment (as in
+Ironic, each callback of an unknown machine then enrolls a node).
 """
 
+import json
 import logging
 import uuid as uuidlib
 from dataclasses import dataclass
@@ -43,8 +46,27 @@ class Found:
     callback_id: int | None = None
 
 
+def port_macs(mode: str, interfaces: list[tuple[str, bool]], pxe: str | None) -> list[str]:
+    """MACs that get a port at enrollment under ``[inspector]add_ports = mode``, as the
+    validate-interfaces hook selects them: ``interfaces`` are (MAC, has an IP address).
+
+    ``pxe``: the boot interface's MAC, else (unknown) the interfaces with an IP address;
+    ``active``: those with an IP address; ``all``: every one; ``disabled``: none.
+    """
+    if mode == "disabled":
+        return []
+    if mode == "pxe" and pxe is not None:
+        chosen = [mac for mac, _ in interfaces if mac == pxe]
+    elif mode in ("pxe", "active"):
+        chosen = [mac for mac, has_ip in interfaces if has_ip]
+    else:
+        chosen = [mac for mac, _ in interfaces]
+    return list(dict.fromkeys(chosen))
+
+
 def enroll_node(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
-                pxe_mac: str | None = None, callback: dict | None = None) -> Found:
+                pxe_mac: str | None = None, callback: dict | None = None,
+                *, ports: list[str] | None = None) -> Found:
     """Create the node and its ports in one committed transaction.
 
     Raises :class:`sqlalchemy.exc.IntegrityError` when a port with one of the MACs already
@@ -52,6 +74,7 @@ def enroll_node(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
     boots over PXE; without it every port is marked PXE-enabled. ``callback`` (the
     inspection data) is stored in the same transaction: a crash never leaves a discovered
     node without its data, which the ramdisk's retry could not deliver (it gets 404).
+    ``ports``: the MACs that get a port (normalised); default every MAC of ``data``.
     """
     if not data.macs:
         raise NotFound("cannot enroll a machine without a valid MAC address")
@@ -67,7 +90,7 @@ def enroll_node(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
         session.add(node)
         session.flush()
         # Sorted, so that concurrent enrollments take the unique index locks in one order.
-        for mac in sorted(data.macs):
+        for mac in sorted(data.macs if ports is None else ports):
             session.add(Port(uuid=str(uuidlib.uuid4()), address=mac, node_id=node.id,
                              pxe_enabled=pxe_mac is None or mac == pxe_mac, extra={},
                              local_link_connection={}, internal_info={}))
@@ -76,12 +99,13 @@ def enroll_node(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
         callback_id = None
         if callback is not None:
             row = InspectionCallback(node_uuid=node_uuid, data=callback, created_at=utcnow(),
-                                     attempts=0)
+                                     attempts=0, data_size=len(json.dumps(callback)))
             session.add(row)
             session.flush()
             callback_id = row.id
-    LOG.info("Auto-discovery: enrolled node %s (driver %s) for MACs %s", node_uuid,
-             conf.auto_discovery.driver, ", ".join(data.macs))
+    LOG.info("Auto-discovery: enrolled node %s (driver %s) for MACs %s; ports for %s",
+             node_uuid, conf.auto_discovery.driver, ", ".join(data.macs),
+             ", ".join(data.macs if ports is None else ports) or "none")
     return Found(node_id, node_uuid, created=True, callback_id=callback_id)
 
 
@@ -93,9 +117,10 @@ def _lookup(engine: Engine, data: LookupData) -> Found:
 
 
 def lookup_or_discover(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
-                       pxe_mac: str | None = None, callback: dict | None = None) -> Found:
-    """The node for ``data``: looked up, or enrolled (with ``callback`` stored, see
-    :func:`enroll_node`) when unknown and discovery is enabled.
+                       pxe_mac: str | None = None, callback: dict | None = None,
+                       *, ports: list[str] | None = None) -> Found:
+    """The node for ``data``: looked up, or enrolled (with ``callback`` stored and ``ports``
+    created, see :func:`enroll_node`) when unknown and discovery is enabled.
 
     Raises :class:`~inspection.errors.NotFound` (generic message) otherwise, including for a
     duplicate callback that lost the enrollment race.
@@ -107,7 +132,7 @@ def lookup_or_discover(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
             if not conf.auto_discovery.enabled:
                 raise
         try:
-            return enroll_node(engine, conf, data, pxe_mac, callback)
+            return enroll_node(engine, conf, data, pxe_mac, callback, ports=ports)
         except sa.exc.IntegrityError:
             LOG.info("Auto-discovery: another callback enrolled MACs %s first; looking up "
                      "again", ", ".join(data.macs))

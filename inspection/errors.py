@@ -51,3 +51,13 @@ class InvalidState(InspectionServiceError):
     """The requested action is not possible in the node's current provision state."""
 
     code = 409
+
+
+class Overloaded(InspectionServiceError):
+    """The service cannot take more work now; the client should retry after a while."""
+
+    code = 503
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.headers = {"Retry-After": str(retry_after)}

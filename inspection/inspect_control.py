@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.attributes import set_committed_value
 
-from inspection import bmc, locking, states
+from inspection import attempts, bmc, locking, states
 from inspection.common.untrusted import last_error_text
 from inspection.db.engine import session_scope
 from inspection.db.idents import node_ident_clause
@@ -80,6 +80,9 @@ def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
                      "by MAC or UUID", node.uuid)
         node.driver_internal_info = {**(node.driver_internal_info or {}),
                                      bmc.CACHE_KEY: addresses}
+        attempts.begin(node)
+        # Data accepted for an earlier inspection must never complete this one.
+        attempts.discard_callbacks(session, node.uuid)
         node.inspection_started_at = utcnow()
         node.inspection_finished_at = None
         node.last_error = None
@@ -92,12 +95,13 @@ def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
 
 
 def fail_inspection(session: Session, node: Node, message: str) -> NodePorts:
-    """Move ``node`` to ``inspect failed`` with ``message`` (uncommitted); returns its ports.
+    """Move ``node`` to ``inspect failed`` (a discovered node stays ``enroll``) with
+    ``message`` (uncommitted); returns its ports.
 
     The caller holds the reservation, commits, then announces the ports to the filters.
     ``message`` may quote the ramdisk: it is made storable (no NUL, bounded) first.
     """
-    states.apply(node, states.FAIL)
+    states.fail(node)
     return _record_failure(session, node, message)
 
 
@@ -116,6 +120,7 @@ def abort_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
     """Abort a node's inspection (``inspect wait`` -> ``inspect failed``); returns it."""
     with _reserved_node(engine, conf, ident) as (session, node):
         states.apply(node, states.ABORT)
+        attempts.discard_callbacks(session, node.uuid)
         ports = _record_failure(session, node, ABORTED_MESSAGE)
     set_committed_value(node, "reservation", None)
     LOG.info("Inspection of node %s aborted", node.uuid)

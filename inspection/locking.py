@@ -7,6 +7,8 @@ it; cleared the same way when done. A node reserved by someone else raises
 """
 
 import logging
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -27,6 +29,26 @@ _nodes = Node.__table__
 # Taking or dropping a reservation is no change of the node: keep updated_at as it was
 # (the column's onupdate would otherwise bump it).
 _KEEP_UPDATED_AT = {"updated_at": _nodes.c.updated_at}
+
+# (host, node id) of the reservations some code of this process holds or is taking right
+# now, and of those whose fate the database left uncertain: a release it refused, an acquire
+# that failed with an error after which the commit may still have happened. release_unheld()
+# clears the uncertain ones that the database shows held and nothing here holds.
+_held: Counter[tuple[str, int]] = Counter()
+_uncertain: set[tuple[str, int]] = set()
+_held_lock = threading.Lock()
+
+
+def _hold(host: str, node_id: int) -> None:
+    with _held_lock:
+        _held[(host, node_id)] += 1
+
+
+def _unhold(host: str, node_id: int) -> None:
+    with _held_lock:
+        _held[(host, node_id)] -= 1
+        if _held[(host, node_id)] <= 0:
+            del _held[(host, node_id)]
 
 
 def _limit_row_lock_wait(conn: Connection, seconds: float) -> None:
@@ -51,24 +73,21 @@ def is_lock_conflict(exc: sa.exc.DBAPIError) -> bool:
 def acquire(engine: Engine, node_id: int, host: str,
             lock_timeout: float = ROW_LOCK_TIMEOUT) -> None:
     """Reserve node ``node_id`` for ``host``; :class:`NodeLocked` if someone else holds it."""
+    _hold(host, node_id)  # before the UPDATE, so release_unheld() never sees it unheld
     try:
-        with engine.begin() as conn:
-            _limit_row_lock_wait(conn, lock_timeout)
-            result = conn.execute(
-                sa.update(_nodes)
-                .where(_nodes.c.id == node_id, _nodes.c.reservation.is_(None))
-                .values(reservation=host, **_KEEP_UPDATED_AT))
-            acquired = result.rowcount == 1
-    except sa.exc.OperationalError as exc:
-        if not is_lock_conflict(exc):
-            raise
-        # Someone is busy with this row right now.
-        LOG.info("Node %s: reservation attempt timed out (%s)", node_id,
-                 str(exc.orig or exc).strip().splitlines()[0])
-        raise NodeLocked(node_id) from None
+        acquired = _try_acquire(engine, node_id, host, lock_timeout)
+    except NodeLocked:  # a lock conflict: the UPDATE did not happen
+        _unhold(host, node_id)
+        raise
+    except BaseException:
+        with _held_lock:
+            _uncertain.add((host, node_id))  # the commit may have happened after all
+        _unhold(host, node_id)
+        raise
     if acquired:
         LOG.debug("Node %s reserved by %s", node_id, host)
         return
+    _unhold(host, node_id)
     with engine.connect() as conn:
         row = conn.execute(sa.select(_nodes.c.uuid, _nodes.c.reservation)
                            .where(_nodes.c.id == node_id)).first()
@@ -78,12 +97,41 @@ def acquire(engine: Engine, node_id: int, host: str,
     raise NodeLocked(node_id, row.reservation)
 
 
+def _try_acquire(engine: Engine, node_id: int, host: str, lock_timeout: float) -> bool:
+    try:
+        with engine.begin() as conn:
+            _limit_row_lock_wait(conn, lock_timeout)
+            result = conn.execute(
+                sa.update(_nodes)
+                .where(_nodes.c.id == node_id, _nodes.c.reservation.is_(None))
+                .values(reservation=host, **_KEEP_UPDATED_AT))
+            return result.rowcount == 1
+    except sa.exc.OperationalError as exc:
+        if not is_lock_conflict(exc):
+            raise
+        # Someone is busy with this row right now.
+        LOG.info("Node %s: reservation attempt timed out (%s)", node_id,
+                 str(exc.orig or exc).strip().splitlines()[0])
+        raise NodeLocked(node_id) from None
+
+
 def release(engine: Engine, node_id: int, host: str) -> bool:
-    """Clear ``host``'s reservation of the node; False if ``host`` did not hold it."""
-    with engine.begin() as conn:
-        result = conn.execute(
-            sa.update(_nodes).where(_nodes.c.id == node_id, _nodes.c.reservation == host)
-            .values(reservation=None, **_KEEP_UPDATED_AT))
+    """Clear ``host``'s reservation of the node; False if ``host`` did not hold it.
+
+    If the database refuses, the error is raised and the reservation is a leftover that the
+    housekeeping of a processing process clears (:func:`release_unheld`).
+    """
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(
+                sa.update(_nodes).where(_nodes.c.id == node_id, _nodes.c.reservation == host)
+                .values(reservation=None, **_KEEP_UPDATED_AT))
+    except BaseException:
+        with _held_lock:
+            _uncertain.add((host, node_id))
+        raise
+    finally:
+        _unhold(host, node_id)
     if result.rowcount != 1:
         LOG.warning("Node %s was not reserved by %s any more when releasing it", node_id, host)
         return False
@@ -114,13 +162,34 @@ def reserved(engine: Engine, node_id: int, host: str,
         release(engine, node_id, host)
 
 
-def clear_stale(engine: Engine, host: str) -> int:
-    """Drop every reservation held by ``host`` (call at start-up: a crash left them behind)."""
-    with engine.begin() as conn:
-        count = conn.execute(sa.update(_nodes).where(_nodes.c.reservation == host)
-                             .values(reservation=None, **_KEEP_UPDATED_AT)).rowcount
-    if count:
-        LOG.warning("Cleared %d stale node reservation(s) held by this host (%s): left by a "
-                    "process of this host that died; every API and worker process needs its "
-                    "own [DEFAULT]host", count, host)
-    return count
+def forget(node_id: int, host: str) -> None:
+    """The node was deleted under ``host``'s reservation: nothing is left to release."""
+    _unhold(host, node_id)
+
+
+def release_unheld(engine: Engine, host: str, at_start: bool = False) -> list[str]:
+    """Clear the leftover reservations of ``host``; returns the nodes' UUIDs.
+
+    Leftovers: those a release or an acquire of this process left uncertain, and that it
+    does not hold again; ``at_start``, every reservation of the host (a crashed process of
+    this host left them). Every process that takes reservations needs a ``[DEFAULT]host``
+    of its own.
+    """
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(_nodes.c.id, _nodes.c.uuid)
+                            .where(_nodes.c.reservation == host)).all()
+    # Under the lock: an acquire that starts meanwhile waits, so it is never undone here.
+    with _held_lock:
+        stray = [row for row in rows if (host, row.id) not in _held
+                 and (at_start or (host, row.id) in _uncertain)]
+        if stray:  # a refusal here keeps what is known for the next call
+            with engine.begin() as conn:
+                _limit_row_lock_wait(conn, ROW_LOCK_TIMEOUT)
+                conn.execute(sa.update(_nodes)
+                             .where(_nodes.c.id.in_([row.id for row in stray]),
+                                    _nodes.c.reservation == host)
+                             .values(reservation=None, **_KEEP_UPDATED_AT))
+        # Settled: cleared now, held again, or not reserved by this host after all.
+        _uncertain.difference_update([entry for entry in _uncertain if entry[0] == host
+                                      and entry not in _held])
+    return [row.uuid for row in stray]

@@ -45,16 +45,15 @@ class LookupData:
                 uuid_text = str(uuidlib.UUID(str(node_uuid)))
             except ValueError:
                 raise BadRequest("node_uuid is not a valid UUID") from None
-        valid: list[str] = []
+        valid: dict[str, None] = {}  # ordered, and linear for thousands of MACs
         for mac in macs or ():
             try:
                 normalized = normalize_mac(mac)
             except InvalidMAC:
                 LOG.warning("Lookup: ignoring invalid MAC address %r", mac)
                 continue
-            if normalized not in valid:
-                valid.append(normalized)
-        data = cls(uuid_text, valid, bmc.reported_addresses(*(bmc_addresses or ())))
+            valid[normalized] = None
+        data = cls(uuid_text, list(valid), bmc.reported_addresses(*(bmc_addresses or ())))
         if not (data.node_uuid or data.macs or data.bmc_addresses):
             raise BadRequest("The inspection data has no valid MAC address in its interfaces, "
                              "no BMC address and no node UUID to find the node by")

@@ -20,7 +20,11 @@ REGISTRY = new_registry()
 
 #: Outcomes of ``POST /v1/continue_inspection`` (the ``outcome`` label).
 CALLBACK_OUTCOMES = ("accepted", "discovered", "bad_request", "not_found", "locked",
-                     "unavailable", "error")
+                     "rate_limited", "unavailable", "error")
+#: Why a callback was refused before it was read (the ``reason`` label): its client address
+#: went over [api]callback_rate, or the accepted callbacks waiting for processing are at
+#: [processing]max_pending_callbacks or max_pending_bytes.
+REFUSAL_REASONS = ("rate_limit", "pending_rows", "pending_bytes")
 LOOKUP_METHODS = ("uuid", "mac", "bmc")
 LOGIN_OUTCOMES = ("ok", "failed", "throttled", "queue_full")
 CONNECTION_CLOSE_REASONS = ("per_client_limit", "request_deadline")
@@ -31,6 +35,10 @@ PROCESSING_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30
 CALLBACKS = Counter(
     PREFIX + "callbacks", "Ramdisk callbacks (POST /v1/continue_inspection) by outcome",
     ["outcome"], registry=REGISTRY)
+CALLBACK_REFUSALS = Counter(
+    PREFIX + "callback_refusals", "Ramdisk callbacks refused to protect the service, by "
+    "reason (rate_limit: 429, pending_rows / pending_bytes: 503)", ["reason"],
+    registry=REGISTRY)
 LOOKUPS = Counter(
     PREFIX + "lookups", "Nodes found for inspection data, by what decided (uuid, mac, bmc)",
     ["method"], registry=REGISTRY)

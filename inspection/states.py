@@ -1,7 +1,11 @@
 """The node provision state machine: Ironic's states and the events this service uses.
 
-This is the only code that changes ``provision_state`` and ``target_provision_state``. A
-refused event raises :class:`TransitionRefused`, which the API answers as Ironic does (400).
+This is the only code that changes ``provision_state`` and ``target_provision_state``, and
+that decides which nodes inspection data may be processed for. A refused event raises
+:class:`TransitionRefused`, which the API answers as Ironic does (400). One rule is not an
+event: a node that auto-discovery just enrolled stays ``enroll`` whatever its processing
+ends with (as in Ironic: its driver is not verified, and ``inspect failed`` would claim it
+was once ``manageable``).
 """
 
 from inspection.db.models import (
@@ -50,6 +54,43 @@ class TransitionRefused(InspectionServiceError):
 def allowed(state: str | None, event: str) -> bool:
     """Whether ``event`` is possible in ``state``."""
     return (state or "", event) in TRANSITIONS
+
+
+def stays_enrolled(node: Node) -> bool:
+    """Whether ``node`` was enrolled by auto-discovery and not managed since."""
+    return node.provision_state == ENROLL and bool(node.auto_discovered)
+
+
+def processable(node: Node) -> tuple[bool, str]:
+    """Whether inspection data may be processed for ``node`` now, and if not, why.
+
+    Nodes in ``inspect wait``; or nodes just enrolled by auto-discovery, never inspected and
+    without an error (so a repeated task does not process them twice).
+    """
+    if node.provision_state == INSPECT_WAIT:
+        return True, ""
+    if stays_enrolled(node):
+        if node.inspection_finished_at is None and not node.last_error:
+            return True, ""
+        return False, "it was auto-discovered and its inspection data was already processed"
+    return False, f"it is in state {node.provision_state!r}, not {INSPECT_WAIT!r} (inspection " \
+                  f"was aborted, timed out or already finished)"
+
+
+def finish(node: Node) -> None:
+    """Processing succeeded: ``manageable``, or ``enroll`` kept for a discovered node."""
+    if stays_enrolled(node):
+        node.target_provision_state = None
+    else:
+        apply(node, DONE)
+
+
+def fail(node: Node) -> None:
+    """Inspection failed: ``inspect failed``, or ``enroll`` kept for a discovered node."""
+    if stays_enrolled(node):
+        node.target_provision_state = None
+    else:
+        apply(node, FAIL)
 
 
 def apply(node: Node, event: str) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import and_, exists, or_, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
-from inspection import locking, metrics
+from inspection import attempts, locking, metrics
 from inspection.db.engine import session_scope
 from inspection.db.models import INSPECT_WAIT, InspectionCallback, Node, utcnow
 from inspection.errors import NodeLocked, NotFound
@@ -88,11 +88,18 @@ def _fail_one(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier, no
                    f"received within {timeout} seconds of the start of inspection at "
                    f"{started.isoformat(sep=' ', timespec='seconds')} UTC")
         ports = fail_inspection(session, node, message)
+        attempts.discard_callbacks(session, node.uuid)  # any that arrived since the check
         node_uuid = node.uuid
     LOG.warning("Node %s: %s", node_uuid, message)
     metrics.TIMEOUTS.inc()
     notifier.announce(ports)
     return node_uuid
+
+
+def timeout_interval(conf: cfg.ConfigOpts) -> float:
+    """Seconds between timeout passes: a tenth of the timeout, between 1 s and 60 s."""
+    timeout = conf.inspector.inspect_wait_timeout or 600
+    return float(min(60, max(1, timeout // 10)))
 
 
 class TimeoutTask:
@@ -104,6 +111,12 @@ class TimeoutTask:
         self.interval = interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_conf(cls, engine: Engine, conf: cfg.ConfigOpts,
+                  notifier: FilterNotifier) -> "TimeoutTask":
+        """The task run every :func:`timeout_interval` seconds."""
+        return cls(engine, conf, notifier, interval=timeout_interval(conf))
 
     def run_once(self) -> list[str]:
         """One pass; errors are logged, never raised, so the loop survives a database blip."""

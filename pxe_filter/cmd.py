@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return render_cmd.main(argv[1:])
     if argv[:1] == ["status"]:
-        from pxe_filter import status_cmd  # noqa: PLC0415 - only for this command
+        from pxe_filter.status import command as status_cmd  # noqa: PLC0415 - only for this command
 
         return status_cmd.main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -23,6 +23,14 @@ pxe_filter_opts = [
     cfg.BoolOpt("deny_unknown_macs", default=False, mutable=True,
                 help="Always refuse MACs that match no port, even during inspection or with "
                      "auto-discovery enabled (which then cannot work)."),
+    cfg.IntOpt("database_outage_deny_unknown", default=300, min=0, mutable=True,
+               help="Seconds without a successful sync (the database not answering) after "
+                    "which MACs of no port are denied until the database answers again, "
+                    "whatever the policy said before: no inspection may end unseen while "
+                    "unknown machines stay served. MACs with a port keep their last "
+                    "verdict and broadcasts still apply; auto-discovery of new machines "
+                    "stops meanwhile. 0 never closes them. Needs a periodic sync "
+                    "(sync_period > 0)."),
     cfg.BoolOpt("purge_stale_files", default=False, mutable=True,
                 help="Delete the files of MACs that no port has any more. Each deletion is "
                      "followed at once by a dnsmasq reload (dnsmasq forgets a deleted file "
@@ -47,7 +55,7 @@ pxe_filter_opts = [
                help="Where the daemon writes its figures (JSON, atomically) after every "
                     "sync, broadcast and repair; read by 'ironic-pxe-filter status'. "
                     "Default: .ironic-pxe-filter.status.json in the hostsdir (dnsmasq "
-                    "ignores dotfiles)."),
+                    "ignores dotfiles); in the hostsdir, only a dotfile is accepted."),
     cfg.PortOpt("prometheus_port", default=0,
                 help="Port on which the daemon serves Prometheus metrics (GET /metrics, "
                      "names ironic_pxe_filter_*); 0 serves none."),

@@ -9,16 +9,15 @@ is written by ``ironic-pxe-filter render-dnsmasq-config``, never by the daemon.
 """
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 
 from oslo_config import cfg
 
-from pxe_filter import state
 from pxe_filter.checks import (
     FatalConfigError,
     FatalError,
-    HostsdirLock,
     check_hostsdir,
     check_sqlite_file,
     warn_conflicts,
@@ -29,12 +28,15 @@ from pxe_filter.common.lifecycle import EXIT_OK, EXIT_RUNTIME, Lifecycle
 from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.failsafe import FailSafe
-from pxe_filter.follower import NotificationFollower
-from pxe_filter.healing import SelfHealer
+from pxe_filter.foreign_files import ForeignReport
+from pxe_filter.hostsdir_lock import HostsdirLock
 from pxe_filter.metrics import FilterMetrics
-from pxe_filter.notification_listener import NotificationListener, broker_connection
-from pxe_filter.selfheal import HostsdirWatcher
+from pxe_filter.notifications.follower import NotificationFollower
+from pxe_filter.notifications.listener import NotificationListener, broker_connection
+from pxe_filter.selfheal.healer import SelfHealer
+from pxe_filter.selfheal.watcher import HostsdirWatcher
 from pxe_filter.source import DatabaseSource
+from pxe_filter.status import recorder as state
 from pxe_filter.sync import BroadcastResult, FilterSync, HostsdirSwapped, SyncResult
 
 LOG = logging.getLogger(__name__)
@@ -56,6 +58,8 @@ class Options:
     supported_interfaces: list[str]
     discovery_enabled: bool
     deny_unknown_macs: bool
+    #: Seconds without a successful sync before unknown MACs are denied (0: never).
+    outage_deny_unknown: int = 0
 
     @classmethod
     def read(cls, conf: cfg.ConfigOpts) -> "Options":
@@ -63,7 +67,8 @@ class Options:
         try:
             opts = conf.pxe_filter
             return cls(opts.sync_period, list(opts.supported_inspect_interfaces),
-                       conf.auto_discovery.enabled, opts.deny_unknown_macs)
+                       conf.auto_discovery.enabled, opts.deny_unknown_macs,
+                       opts.database_outage_deny_unknown)
         except (cfg.Error, ValueError) as exc:
             raise FatalConfigError(f"invalid configuration: {exc}") from None
 
@@ -98,6 +103,12 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
     try:
         hostsdir = check_hostsdir(conf.pxe_filter.dhcp_hostsdir)
         state_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
+        if os.path.dirname(os.path.abspath(state_path)) == hostsdir \
+                and not os.path.basename(state_path).startswith("."):
+            raise FatalConfigError(f"[pxe_filter]state_file {state_path} is in the hostsdir: "
+                                   f"dnsmasq would read it, and the filter removes every file "
+                                   f"there it does not manage; name it with a leading dot or "
+                                   f"put it elsewhere")
         transport_url = None if once else messaging.configured_transport_url(conf)
         notification_url = None
         if conf.pxe_filter.ironic_notifications and not once:
@@ -220,10 +231,14 @@ class Daemon:
             self.metrics.registry, conf.pxe_filter.prometheus_host,
             0 if once else conf.pxe_filter.prometheus_port)
         self._warned_purge = False
+        #: When the last full sync succeeded (monotonic); a database outage counts from it.
+        self._last_good_sync = time.monotonic()
+        self._database_failing = False  # the last sync could not read the database
         sync.on_broadcast = self._after_broadcast
         self.failsafe = FailSafe(sync.hostsdir, control, status,
                                  reload_dnsmasq=self._reload_dnsmasq, wake=lifecycle.wake)
         sync.after_writes = self.failsafe.after_writes
+        sync.after_foreign = self._after_foreign
         self.healer = SelfHealer(sync.hostsdir.path, sync, control, status, lock,
                                  reload_dnsmasq=self._reload_dnsmasq,
                                  threshold=self._threshold, wake=lifecycle.wake)
@@ -266,6 +281,8 @@ class Daemon:
         self._start_dnsmasq()
         if not self.lifecycle.stopping:
             self._start_listener()
+            if self.follower is not None:
+                self.follower.start()
             self.notification_listener.start()
         return (f"{result.allowed} MAC(s) allowed, {result.denied} denied, unknown "
                 f"{'allowed' if result.unknown_allowed else 'denied'}")
@@ -360,6 +377,11 @@ class Daemon:
             LOG.error("Purge failed: %s", exc.strerror or exc)
 
     def _after_sync(self, result: SyncResult, first: bool = False) -> None:
+        self._last_good_sync = time.monotonic()
+        self._database_failing = False
+        if result.reopened:
+            LOG.warning("The database answers again: unknown MACs follow the policy again "
+                        "(%s)", "allowed" if result.unknown_allowed else "denied")
         if self.follower is not None:
             try:
                 self.follower.reload()  # which MACs are served for which node, as synced
@@ -373,6 +395,28 @@ class Daemon:
         self._log_sync(result, first)
         self.metrics.sync(result)
         self.status.sync(result, first)
+
+    def _after_foreign(self, report: ForeignReport) -> None:
+        path = self.sync.hostsdir.path
+        for name in report.removed:
+            LOG.warning("Removed %s: the filter did not write it, and dnsmasq would apply "
+                        "it; keep nothing but the filter's files in the hostsdir",
+                        os.path.join(path, name))
+        for name in report.neutralised:
+            LOG.warning("Emptied %s: the filter did not write it and cannot delete it; "
+                        "delete it by hand", os.path.join(path, name))
+        for name in report.gone:
+            LOG.warning("%s, a file the filter did not write, was deleted by someone else; "
+                        "dnsmasq applies it until it is reloaded", os.path.join(path, name))
+        if self.once and report.reload_needed:
+            LOG.warning("A running dnsmasq applies the removed files until it is reloaded: "
+                        "send it SIGHUP")
+        self.metrics.foreign(report)
+        if report.removed or report.neutralised:
+            shown = ", ".join([*report.removed, *report.neutralised][:3])
+            self.status.error(f"file(s) the filter did not write found in the hostsdir: "
+                              f"{shown}")
+        self.failsafe.after_foreign(report)
 
     def _after_broadcast(self, result: BroadcastResult) -> None:
         if result.written > self._threshold():
@@ -388,6 +432,9 @@ class Daemon:
         next_sync = time.monotonic() + period if period else None
         while not life.stopping:
             now = time.monotonic()
+            outage = self._outage_deadline()
+            if outage is not None and next_sync is not None and outage < next_sync:
+                next_sync = outage  # a sync then fails again and closes unknown MACs
             timeouts = [t for t in (systemd.watchdog_interval(), HOSTSDIR_CHECK,
                                     None if next_sync is None else max(next_sync - now, 0))
                         if t is not None]
@@ -443,6 +490,29 @@ class Daemon:
         warn_conflicts(options.discovery_enabled, options.deny_unknown_macs)
         return options.sync_period
 
+    def _outage_deadline(self) -> float | None:
+        """When unknown MACs are to be closed if no sync succeeds (None: not due)."""
+        limit = self.options.outage_deny_unknown
+        if not limit or not self._database_failing or self.sync.closed_unknown is not None \
+                or self.options.sync_period == 0:
+            return None
+        return self._last_good_sync + limit
+
+    def _close_unknown_after_outage(self) -> None:
+        deadline = self._outage_deadline()
+        if deadline is None or time.monotonic() < deadline:
+            return
+        down = time.monotonic() - self._last_good_sync
+        why = f"no successful sync for {down:.0f} s"
+        rewritten = self.sync.close_unknown(why)
+        LOG.error("%s ([pxe_filter]database_outage_deny_unknown = %d): MACs of no port are "
+                  "denied until the database answers again%s; machines with a port keep "
+                  "their last verdict, broadcasts still apply, and new machines cannot be "
+                  "discovered meanwhile", why.capitalize(), self.options.outage_deny_unknown,
+                  "" if rewritten else " (they already were)")
+        self.status.error(f"{why}: unknown MACs denied until the database answers",
+                          write=True)
+
     def _periodic_sync(self) -> None:
         try:
             result = self.sync.full_sync()
@@ -451,6 +521,8 @@ class Daemon:
                       "and the database server; retrying at the next sync", exc)
             systemd.notify(f"STATUS=database error, retrying: {exc}"[:400])
             self.status.error(f"database error: {exc}", write=True)
+            self._database_failing = True
+            self._close_unknown_after_outage()
             return
         except OSError as exc:
             LOG.error("Sync failed: cannot list %s: %s; retrying at the next sync",
@@ -476,6 +548,8 @@ class Daemon:
     def shutdown(self) -> None:
         """Stop serving broadcasts and watching, stop a dnsmasq we run, release the lock."""
         self.notification_listener.stop()
+        if self.follower is not None:
+            self.follower.stop()
         self.listener.stop()
         self.watcher.stop()
         self.control.stop()

@@ -16,8 +16,9 @@ import threading
 from collections.abc import Callable
 
 from pxe_filter.dnsmasq.control import Control, ControlError
+from pxe_filter.foreign_files import ForeignReport
 from pxe_filter.hostsdir import WILDCARD, HostsDir, WriteReport
-from pxe_filter.state import StatusRecorder
+from pxe_filter.status.recorder import StatusRecorder
 
 LOG = logging.getLogger("pxe_filter.daemon")  # the name operators already grep for
 
@@ -57,13 +58,36 @@ class FailSafe:
     def after_writes(self, report: WriteReport, full: bool) -> None:
         """After a batch of writes (the sync's lock held): act on what is not on disk."""
         hd = self.hostsdir
-        if hd.unenforced:
+        if hd.unenforced or hd.foreign_failed:
             if self.halted is None and self.fatal is None:
-                self._halt(f"cannot deny {_some(hd.unenforced)}")
+                self._halt(f"cannot deny {_some(hd.unenforced)}" if hd.unenforced else
+                           f"cannot remove {_some(hd.foreign_failed)}, a file the filter "
+                           f"did not write")
         elif report.reload_needed and self.halted is None and self.fatal is None:
             self._reload_after_vanished()
-        if full and self.halted is not None and not hd.unenforced:
+        if full and self.halted is not None and not hd.unenforced and not hd.foreign_failed:
             self._resume()
+        self._record()
+
+    def after_foreign(self, report: ForeignReport) -> None:
+        """Files the filter did not write were removed (the sync's lock held): dnsmasq
+        keeps what they said until SIGHUP, so reload it; stop it if one stays."""
+        if report.failed:
+            if self.halted is None and self.fatal is None:
+                self._halt(f"cannot remove {_some(report.failed)}, a file the filter did "
+                           f"not write")
+        elif report.reload_needed and self.started and self.halted is None \
+                and self.fatal is None:
+            shown = [*report.removed, *report.neutralised, *report.gone]
+            why = (f"{len(shown)} file(s) the filter did not write left the hostsdir "
+                   f"({', '.join(shown[:3])})")
+            if not self.control.can_reload:
+                self._fail(f"{why}: dnsmasq applies what they said until it is reloaded, "
+                           f"and no [dnsmasq]control can reload it: exiting so that systemd "
+                           f"restarts dnsmasq with this service; keep nothing but the "
+                           f"filter's files in the hostsdir")
+            elif not self._reload_dnsmasq(why):
+                self._halt(f"{why}, and dnsmasq could not be reloaded")
         self._record()
 
     def _halt(self, why: str) -> None:
@@ -130,6 +154,8 @@ class FailSafe:
                          f"not written")
         if hd.unserved:
             parts.append(f"not served: {_some(hd.unserved)}")
+        if hd.foreign_failed:
+            parts.append(f"cannot remove {_some(hd.foreign_failed)}")
         reason = "; ".join(parts) or None
         if reason == self._reason:
             return

@@ -126,15 +126,14 @@ class HostsDir(HostsDirCache):
                 continue
             self._forget(name)
             self.inodes.pop(name, None)
-            if self._touched is not None:
-                self._touched.add(name)
+            self.note_removed(name)
             removed.append((name, mac))
         return removed
 
     @property
     def failing(self) -> bool:
         """Some file is not what the policy wants because a write failed."""
-        return bool(self.closed or self.unserved or self.unenforced)
+        return bool(self.closed or self.unserved or self.unenforced or self.foreign_failed)
 
     def write_all(self, changes: Iterable[tuple[str, str, bool]],
                   should_stop: Callable[[], bool] = lambda: False,

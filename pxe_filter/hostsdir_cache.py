@@ -94,6 +94,16 @@ class HostsDirCache:
         #: Managed files that vanished (deleted, or replaced by a directory) and were not
         #: written since: dnsmasq may still apply what they said, until it is reloaded.
         self.vanished: set[str] = set()
+        #: Entries the filter did not write (not a dotfile, not a MAC nor the wildcard):
+        #: dnsmasq reads them all, so :meth:`pxe_filter.hostsdir.HostsDir.remove_foreign`
+        #: removes them.
+        self.foreign: set[str] = set()
+        #: Foreign entries that went away without us: dnsmasq keeps them until SIGHUP.
+        self.foreign_gone: set[str] = set()
+        #: Foreign files we could only empty in place: name -> inode.
+        self.neutral: dict[str, int] = {}
+        #: Foreign files neither removed nor emptied: name -> why (the fail-safe acts).
+        self.foreign_failed: dict[str, str] = {}
         self._noatime = _NOATIME
         # Names written or removed since list_entries() began (None: no listing running),
         # and those of them that were new to the cache. The writer fills them in.
@@ -133,7 +143,7 @@ class HostsDirCache:
     def invalidate(self) -> None:
         """Forget the cache: the next scan re-reads every file's content."""
         for store in (self.inodes, self.allow_names, self.deny_names, self.odd_names,
-                      self.aliases, self.spellings, self.vanished):
+                      self.aliases, self.spellings, self.vanished, self.foreign):
             store.clear()
         self.loaded = False
 
@@ -201,9 +211,14 @@ class HostsDirCache:
             mac = known[0] if known is not None else self._classify(name)
             if mac is not None:
                 self._read(name, mac)
+            else:
+                self.foreign.add(name)
         if not complete:
             previous.update(current)
             return
+        gone = {name for name in self.foreign if name not in current}
+        self.foreign -= gone
+        self.foreign_gone |= gone
         for name in [n for n in self.managed_names() if n not in current]:
             self._forget(name)
             self.vanished.add(name)
@@ -366,6 +381,23 @@ class HostsDirCache:
             pass
         except OSError as exc:
             LOG.warning("Cannot remove stale temporary file %s: %s", path, exc)
+
+    def seen_foreign(self, name: str) -> bool:
+        """Record entry ``name`` (an inotify event) if it is a foreign one still present."""
+        if name.startswith(".") or self._classify(name) is not None:
+            return False
+        if name not in self.foreign:
+            try:
+                self.inodes[name] = self.lstat(name).st_ino
+            except OSError:
+                return False  # deleted already (by us, or before we ever saw it)
+            self.foreign.add(name)
+        return True
+
+    def note_removed(self, name: str) -> None:
+        """Entry ``name`` was deleted by us (a listing running meanwhile must not trust it)."""
+        if self._touched is not None:
+            self._touched.add(name)
 
     def state_of(self, name: str) -> bool | None:
         """Cached policy of file ``name`` (None if unknown, absent or not canonical)."""

@@ -1,9 +1,10 @@
 """The daemon's Prometheus metrics (``ironic_pxe_filter_*``).
 
 Most are read at scrape time from the figures the daemon keeps for ``ironic-pxe-filter
-status`` (:class:`pxe_filter.state.StatusRecorder`), so the two never disagree; only what the
-status does not accumulate (sync durations, files written, broadcast entries) is counted
-here, by the daemon calling :meth:`FilterMetrics.sync` and :meth:`FilterMetrics.broadcast`.
+status`` (:class:`pxe_filter.status.recorder.StatusRecorder`), so the two never disagree;
+only what the status does not accumulate (sync durations, files written, broadcast
+entries) is counted here, by the daemon calling :meth:`FilterMetrics.sync` and
+:meth:`FilterMetrics.broadcast`.
 """
 
 import datetime
@@ -15,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from pxe_filter.common.prometheus import new_registry
-from pxe_filter.state import StatusRecorder
+from pxe_filter.status.recorder import StatusRecorder
 
 PREFIX = "ironic_pxe_filter_"
 #: Full syncs take milliseconds (small sites) to seconds (100,000 ports).
@@ -82,13 +83,15 @@ def _notifications(counts: dict[str, int]) -> Iterator[Metric]:
     received = _counter("notifications_received", "Ironic notifications received",
                         counts.get("received", 0))
     handled = CounterMetricFamily(
-        PREFIX + "notifications", "Ironic notifications by outcome (applied, not_relevant, "
-        "ignored) and, for ignored ones, why", labels=["outcome", "reason"])
+        PREFIX + "notifications", "Ironic notifications by outcome (applied: nodes and ports "
+        "re-read and applied, not_relevant, ignored; retried: batches kept queued) and why",
+        labels=["outcome", "reason"])
     handled.add_metric(["applied", ""], counts.get("applied", 0))
     handled.add_metric(["not_relevant", ""], counts.get("not relevant", 0))
     for key, value in sorted(counts.items()):
-        if key.startswith("ignored: "):
-            handled.add_metric(["ignored", _slug(key.removeprefix("ignored: "))], value)
+        for outcome in ("ignored", "retried"):
+            if key.startswith(f"{outcome}: "):
+                handled.add_metric([outcome, _slug(key.removeprefix(f"{outcome}: "))], value)
     yield received
     yield handled
 
@@ -125,6 +128,13 @@ class FilterMetrics:
             PREFIX + "broadcast_macs", "MACs in broadcasts and notifications applied, by "
             "decision (allow, deny, rejected: invalid entries)", ["decision"],
             registry=self.registry)
+        self.foreign_files = Counter(
+            PREFIX + "foreign_files", "Files the filter did not write, found in the hostsdir, "
+            "by outcome (removed; emptied: could not be deleted; failed: attempts that could "
+            "do neither, dnsmasq is stopped meanwhile; gone: deleted by someone else)",
+            ["outcome"], registry=self.registry)
+        for outcome in ("removed", "emptied", "failed", "gone"):
+            self.foreign_files.labels(outcome=outcome)
         for origin in ("sync", "broadcast"):
             self.files_written.labels(origin=origin)
             self.files_failed.labels(origin=origin)
@@ -144,6 +154,12 @@ class FilterMetrics:
         self.broadcast_macs.labels(decision="allow").inc(result.allowed)
         self.broadcast_macs.labels(decision="deny").inc(result.denied)
         self.broadcast_macs.labels(decision="rejected").inc(result.rejected)
+
+    def foreign(self, report) -> None:
+        """Count foreign files handled (a pxe_filter.foreign_files.ForeignReport)."""
+        for outcome, names in (("removed", report.removed), ("emptied", report.neutralised),
+                               ("failed", report.failed), ("gone", report.gone)):
+            self.foreign_files.labels(outcome=outcome).inc(len(names))
 
     def broadcast_received(self) -> None:
         """Count an update_pxe_filters broadcast (RPC) applied."""

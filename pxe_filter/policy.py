@@ -55,22 +55,6 @@ def nodes_on_inspection(nodes: Iterable[tuple[int, str | None, str | None]],
             if pxe_allowed(state, interface, supported_interfaces)}
 
 
-def compute(ports: Collection[tuple[str | None, int | None]], inspecting: Collection[int], *,
-            discovery_enabled: bool, deny_unknown_macs: bool) -> DesiredState:
-    """Desired state from ``ports`` (address, node_id) and the ids of nodes on inspection.
-
-    A MAC listed for several ports is denied as soon as one of them is denied, so the result
-    never depends on row order. Invalid addresses are logged and skipped.
-    """
-    if inspecting:
-        allow = {address for address, node_id in ports if node_id in inspecting}
-        deny = {address for address, node_id in ports if node_id not in inspecting}
-    else:
-        allow, deny = set(), {address for address, _ in ports}
-    return compute_split(allow, deny, bool(inspecting), discovery_enabled=discovery_enabled,
-                         deny_unknown_macs=deny_unknown_macs)
-
-
 def compute_split(allow: set, deny: set, any_inspecting: bool, *, discovery_enabled: bool,
                   deny_unknown_macs: bool) -> DesiredState:
     """Desired state from raw addresses of ports whose node is on inspection (``allow``)

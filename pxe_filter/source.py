@@ -50,6 +50,21 @@ class NodeRow:
     ports: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True)
+class PortRow:
+    """One port as the follower sees it: its address and its node as the policy sees it
+    (node fields None for a port without a node)."""
+
+    address: str | None
+    node_uuid: str | None
+    provision_state: str | None
+    inspect_interface: str | None
+
+
+#: UUIDs per ``IN (...)`` read: a flood of notifications is read a batch at a time.
+BATCH = 500
+
+
 class Source(Protocol):
     """What the filter reads its desired state from."""
 
@@ -63,6 +78,14 @@ class Source(Protocol):
 
     def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
         """The nodes whose ports are served, with their ports; DatabaseError."""
+        ...
+
+    def read_nodes(self, uuids: Collection[str]) -> dict[str, NodeRow]:
+        """The nodes of ``uuids`` that exist (no ports); DatabaseError."""
+        ...
+
+    def read_ports(self, uuids: Collection[str]) -> dict[str, PortRow]:
+        """The ports of ``uuids`` that exist, with their node; DatabaseError."""
         ...
 
     def any_served(self, supported_interfaces: Collection[str]) -> bool:
@@ -101,6 +124,30 @@ class DatabaseSource:
                                  .where(_ports.c.node_id == row[0])).all() if with_ports else ()
         return NodeRow(uuid, row[1], row[2], tuple((p, a) for p, a in ports if a))
 
+    def read_nodes(self, uuids: Collection[str]) -> dict[str, NodeRow]:
+        """The nodes of ``uuids`` that exist, by their unique UUID, a batch per query."""
+        found: dict[str, NodeRow] = {}
+        query = sa.select(_nodes.c.uuid, _nodes.c.provision_state, _nodes.c.inspect_interface)
+        with _reading(self.engine) as conn:
+            for chunk in _batches(uuids):
+                for uuid, state, interface in conn.execute(
+                        query.where(_nodes.c.uuid.in_(chunk))):
+                    found[uuid] = NodeRow(uuid, state, interface)
+        return found
+
+    def read_ports(self, uuids: Collection[str]) -> dict[str, PortRow]:
+        """The ports of ``uuids`` that exist, with their node, a batch per query."""
+        found: dict[str, PortRow] = {}
+        query = (sa.select(_ports.c.uuid, _ports.c.address, _nodes.c.uuid,
+                           _nodes.c.provision_state, _nodes.c.inspect_interface)
+                 .select_from(_ports.outerjoin(_nodes, _nodes.c.id == _ports.c.node_id)))
+        with _reading(self.engine) as conn:
+            for chunk in _batches(uuids):
+                for port, address, node, state, interface in conn.execute(
+                        query.where(_ports.c.uuid.in_(chunk))):
+                    found[port] = PortRow(address, node, state, interface)
+        return found
+
     def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
         """Nodes on inspection with a supported interface, and their ports; DatabaseError."""
         query = (sa.select(_nodes.c.uuid, _nodes.c.provision_state, _nodes.c.inspect_interface,
@@ -133,12 +180,18 @@ class DatabaseSource:
 
 class MemorySource:
     """Nodes and ports held in memory: ``nodes`` maps id -> (provision_state,
-    inspect_interface); ``ports`` lists (address, node_id); a node's UUID is ``f"node-{id}"``."""
+    inspect_interface); ``ports`` lists (address, node_id) or (address, node_id, port UUID);
+    a node's UUID is ``f"node-{id}"``, a port's by default ``f"port-{address}"``."""
 
     def __init__(self, nodes: dict[int, tuple[str | None, str | None]] | None = None,
-                 ports: Iterable[tuple[str | None, int | None]] = ()) -> None:
+                 ports: Iterable[tuple] = ()) -> None:
         self.nodes = dict(nodes or {})
         self.ports = list(ports)
+
+    def _port_rows(self) -> Iterator[tuple[str, str | None, int | None]]:
+        """(port UUID, address, node id) of every port."""
+        for address, node_id, *uuid in self.ports:
+            yield (uuid[0] if uuid else f"port-{address}"), address, node_id
 
     def read_node(self, uuid: str, with_ports: bool = False) -> NodeRow | None:
         """One node, with its ports (UUIDs ``port-<address>``) if asked."""
@@ -146,8 +199,24 @@ class MemorySource:
         if node_id not in self.nodes:
             return None
         state, interface = self.nodes[node_id]
-        ports = tuple((f"port-{a}", a) for a, n in self.ports if n == node_id and a)
+        ports = tuple((p, a) for p, a, n in self._port_rows() if n == node_id and a)
         return NodeRow(uuid, state, interface, ports if with_ports else ())
+
+    def read_nodes(self, uuids: Collection[str]) -> dict[str, NodeRow]:
+        """The nodes of ``uuids`` that exist."""
+        rows = {uuid: self.read_node(uuid) for uuid in uuids}
+        return {uuid: row for uuid, row in rows.items() if row is not None}
+
+    def read_ports(self, uuids: Collection[str]) -> dict[str, PortRow]:
+        """The ports of ``uuids`` (``port-<address>``) that exist, with their node."""
+        found = {}
+        for port, address, node_id in self._port_rows():
+            if port in uuids:
+                state, interface = self.nodes.get(node_id, (None, None))
+                found[port] = PortRow(
+                    address, f"node-{node_id}" if node_id in self.nodes else None,
+                    state, interface)
+        return found
 
     def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
         """The nodes whose ports are served."""
@@ -166,13 +235,19 @@ class MemorySource:
         snap = Snapshot(nodes_on_inspection(((node_id, state, interface) for
                                              node_id, (state, interface) in
                                              self.nodes.items()), supported_interfaces))
-        for address, node_id in self.ports:
+        for _port, address, node_id in self._port_rows():
             (snap.on_inspection if node_id in snap.inspecting else snap.others).add(address)
         return snap
 
     def describe(self) -> str:
         """A fixed name."""
         return "memory"
+
+
+def _batches(uuids: Collection[str]) -> Iterator[list[str]]:
+    ordered = sorted(uuids)
+    for start in range(0, len(ordered), BATCH):
+        yield ordered[start:start + BATCH]
 
 
 @contextmanager

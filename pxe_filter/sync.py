@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pxe_filter import policy
 from pxe_filter.common import macs
+from pxe_filter.foreign_files import ForeignReport, remove_foreign
 from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, Listing, WriteReport
 from pxe_filter.source import Source
 
@@ -47,6 +48,8 @@ class SyncResult:
     interrupted: bool = False
     purged: int = 0
     held: int = 0
+    foreign: int = 0  # files the filter did not write, removed or emptied
+    reopened: bool = False  # unknown MACs were closed by a database outage until now
 
     def summary(self) -> str:
         """One log-friendly line."""
@@ -96,6 +99,12 @@ class FilterSync:
         #: covered the whole policy (the fail-safe: reloads or stops dnsmasq when a denial
         #: is not on disk, starts it again once every denial is).
         self.after_writes: Callable[[WriteReport, bool], None] | None = None
+        #: Why unknown MACs are closed whatever the policy says (a long database
+        #: outage); None when the last sync's policy stands. Cleared by a full sync.
+        self.closed_unknown: str | None = None
+        #: Called under the lock when files the filter did not write were removed or could
+        #: not be (the daemon logs, counts, and reloads or stops dnsmasq).
+        self.after_foreign: Callable[[ForeignReport], None] | None = None
         #: The policy the daemon holds (last sync plus later broadcasts); None before the
         #: first sync. Self-healing puts files back to it.
         self.desired: policy.DesiredState | None = None
@@ -129,6 +138,14 @@ class FilterSync:
             with self._lock:
                 self.hostsdir.apply_contents(found)
         return len(names)
+
+    def _remove_foreign(self, names: set[str] | None = None) -> int:
+        """Remove the files we did not write (caller holds the lock); how many went."""
+        failing = bool(self.hostsdir.foreign_failed)
+        report = remove_foreign(self.hostsdir, names)
+        if (report.reload_needed or report.failed or failing) and self.after_foreign:
+            self.after_foreign(report)
+        return len(report.removed) + len(report.neutralised)
 
     def _write(self, changes: list[tuple[str, str, bool]], full: bool = False,
                should_stop: Callable[[], bool] = lambda: False) -> WriteReport:
@@ -179,12 +196,15 @@ class FilterSync:
             kept = self._merge_broadcasts(desired, snapshot_seq)
             self.hostsdir.scan(listing)
             del listing
+            result.foreign = self._remove_foreign()
             self.hostsdir.ensure_reserve()
             changes = self.hostsdir.changes(desired)
             report = self._write(changes, True, self.should_stop)
             del changes
             result.reread += self.hostsdir.reread
             self.desired = desired
+            result.reopened = self.closed_unknown is not None
+            self.closed_unknown = None
         result.allowed, result.denied = len(desired.allow), len(desired.deny)
         result.written, result.failed = report.written, report.failed
         result.kept_broadcasts, result.interrupted = kept, report.interrupted
@@ -253,6 +273,17 @@ class FilterSync:
             self.on_broadcast(result)
         return result
 
+    def close_unknown(self, why: str) -> bool:
+        """Deny MACs of no port until the next full sync (the database does not answer);
+        known MACs keep their verdict. True if a file was rewritten."""
+        with self._lock:
+            self.closed_unknown = why
+            self._unknown = None
+            if self.desired is None or not self.desired.unknown_allowed:
+                return False
+            self.desired.unknown_allowed = False
+            return bool(self._write(self.hostsdir.changes(self.desired)).written)
+
     def follow_unknown(self, any_served: bool) -> bool:
         """Between syncs: serve unknown MACs iff the policy says so now that ``any_served``
         (a node's ports are served) changed; True if the wildcard file was rewritten."""
@@ -261,6 +292,8 @@ class FilterSync:
                 return False
             allowed = policy.unknown_allowed(any_served, discovery_enabled=self.discovery_enabled,
                                              deny_unknown_macs=self.deny_unknown_macs)
+            if self.closed_unknown is not None:
+                allowed = False  # a database outage closed them: the next sync decides
             self._seq += 1
             self._unknown = (self._seq, allowed)
             if allowed == self.desired.unknown_allowed:
@@ -295,8 +328,11 @@ class FilterSync:
         try:
             if self.desired is None:
                 return repaired
+            foreign = {name for name in names if self.hostsdir.seen_foreign(name)}
+            if foreign:
+                self._remove_foreign(foreign)
             for name in names:
-                if name.startswith("."):
+                if name.startswith(".") or name in foreign:
                     continue
                 found = self.hostsdir.foreign_change(name, name in content_changed,
                                                      self._want)
@@ -324,6 +360,7 @@ class FilterSync:
             if self.desired is None or not self.hostsdir.failing:
                 return None
             self.hostsdir.scan()
+            self._remove_foreign()
             self.hostsdir.ensure_reserve()
             return self._write(self.hostsdir.changes(self.desired), True)
 
@@ -344,6 +381,7 @@ class FilterSync:
     def _repair_all(self, listing: Listing) -> list[str]:
         assert self.desired is not None
         self.hostsdir.scan(listing)
+        self._remove_foreign()
         changes = self.hostsdir.changes(self.desired)
         if changes:
             for name, _mac, want in changes:
@@ -361,6 +399,7 @@ class FilterSync:
             self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
             self.hostsdir.ensure_reserve()
             self.hostsdir.scan()
+            self._remove_foreign()
             if self.desired is None:
                 return 1
             report = self._write(self.hostsdir.changes(self.desired), True)

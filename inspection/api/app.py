@@ -6,7 +6,6 @@ from typing import Any
 
 from flask import Flask, request
 from oslo_config import cfg
-from oslo_middleware import opts as middleware_opts
 from oslo_middleware.http_proxy_to_wsgi import HTTPProxyToWSGI
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
@@ -14,17 +13,21 @@ from werkzeug.routing import BaseConverter, Map
 
 from inspection.api import (
     continue_inspection,
+    crosssite,
     errors,
     metrics,
     nodes,
     openapi,
     ports,
+    ratelimit,
     rules,
     versions,
 )
+from inspection.api.addresses import client_address, proxy_headers_parsed
 from inspection.api.auth import REALM, BasicAuth, Throttled, default_concurrency
 from inspection.api.context import EXTENSION, ApiContext
 from inspection.api.dispatch import InProcessDispatcher, RpcDispatcher
+from inspection.worker.recovery import ReservationRepair
 from pxe_filter.broadcast import FilterNotifier
 from pxe_filter.common import messaging
 from pxe_filter.common.database import engine_from_conf
@@ -45,7 +48,10 @@ def _default_service(conf: cfg.ConfigOpts, engine: Engine, notifier: FilterNotif
 def _default_dispatcher(conf: cfg.ConfigOpts, service: Any, engine: Engine) -> Any:
     url = messaging.configured_transport_url(conf)
     if url:
-        return RpcDispatcher(engine, messaging.get_transport(url))
+        repair = ReservationRepair(engine, conf.host, conf.processing.heartbeat_interval)
+        dispatcher = RpcDispatcher(engine, messaging.get_transport(url), repair)
+        repair.start()
+        return dispatcher
     return InProcessDispatcher(service, conf, conf.api.processing_threads)
 
 
@@ -59,9 +65,7 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
                         queue_length=conf.api.auth_queue_length,
                         queue_timeout=conf.api.auth_queue_timeout)
 
-    for group, opts in middleware_opts.list_opts_http_proxy_to_wsgi():
-        conf.register_opts(opts, group=group)  # HTTPProxyToWSGI registers them later
-    behind_proxy = conf.oslo_middleware.enable_proxy_headers_parsing
+    behind_proxy = proxy_headers_parsed(conf)
 
     @app.before_request
     def authenticate():
@@ -77,20 +81,6 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
                                      {"Retry-After": str(exc.retry_after)})
         return errors.json_error(401, "Authentication required",
                                  {"WWW-Authenticate": f'Basic realm="{REALM}"'})
-
-
-def client_address(behind_proxy: bool) -> str:
-    """The client's address: the peer's, or behind a proxy the one the proxy in front of us
-    saw: the last entry of ``Forwarded`` or ``X-Forwarded-For`` (earlier entries are whatever
-    the client claimed)."""
-    forwarded = request.headers.get("Forwarded") if behind_proxy else None
-    if forwarded:
-        for pair in forwarded.rsplit(",", 1)[-1].split(";"):
-            key, _, value = pair.partition("=")
-            if key.strip().lower() == "for":
-                return value.strip().strip('"')
-    # HTTPProxyToWSGI put X-Forwarded-For, whole, in REMOTE_ADDR.
-    return (request.remote_addr or "").rsplit(",", 1)[-1].strip()
 
 
 def _install_input_checks(app: Flask) -> None:
@@ -154,6 +144,8 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
         rules=service.rules.repository, rules_engine=service.rules_engine, notifier=notifier,
         service=service, dispatcher=dispatcher)
     errors.register(app)
+    crosssite.install(app, conf)
+    ratelimit.install(app, conf)
     versions.install(app)
     _install_auth(app, conf)
     _install_input_checks(app)

@@ -31,7 +31,8 @@ def continue_inspection() -> tuple[Response, int]:
         accepted = c.service.accept(body, node_uuid=node_uuid, store_discovered=True)
         g.discovered = accepted.created  # the callback's outcome in the metrics
         # 202 only once the data is committed: from then on it survives any one crash.
-        c.dispatcher.dispatch(accepted.node_uuid, accepted.data, accepted.callback_id)
+        c.dispatcher.dispatch(accepted.node_uuid, accepted.data, accepted.callback_id,
+                              attempt=accepted.attempt)
     except (DispatchError, sa.exc.OperationalError) as exc:
         if isinstance(exc, sa.exc.OperationalError):
             LOG.error("Inspection data not accepted, the database failed: %s",

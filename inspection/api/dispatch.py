@@ -12,6 +12,7 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 
 from inspection.processing import callbacks
+from inspection.timeouts import TimeoutTask
 from inspection.worker.runner import CallbackRunner
 from pxe_filter.common.database import error_reason
 
@@ -29,19 +30,21 @@ class DispatchError(Exception):
 class Dispatcher(Protocol):
     """Something that makes ``(node_uuid, data)`` durable, then processes it."""
 
-    def dispatch(self, node_uuid: str, data: dict[str, Any],
-                 stored: int | None = None) -> None:
-        """Commit the data (unless already ``stored``, a row id) and wake a processor; raise
-        :class:`DispatchError` if it could not be committed."""
+    def dispatch(self, node_uuid: str, data: dict[str, Any], stored: int | None = None,
+                 attempt: str | None = None) -> None:
+        """Commit the data for the node's inspection ``attempt`` (unless already ``stored``,
+        a row id) and wake a processor; raise :class:`DispatchError` if it could not be
+        committed."""
 
     def close(self) -> None:
         """Stop accepting work."""
 
 
-def store(engine: Engine, node_uuid: str, data: dict[str, Any]) -> int:
+def store(engine: Engine, node_uuid: str, data: dict[str, Any],
+          attempt: str | None = None) -> int:
     """Commit the callback; :class:`DispatchError` when the database refuses it."""
     try:
-        return callbacks.store(engine, node_uuid, data)
+        return callbacks.store(engine, node_uuid, data, attempt)
     except sa.exc.SQLAlchemyError as exc:
         LOG.error("Cannot store the inspection data of node %s, so it was not accepted (the "
                   "ramdisk retries): %s", node_uuid, error_reason(exc))
@@ -49,18 +52,30 @@ def store(engine: Engine, node_uuid: str, data: dict[str, Any]) -> int:
 
 
 class InProcessDispatcher:
-    """Stores the data, then wakes the :class:`CallbackRunner` of this process."""
+    """Stores the data, then wakes the :class:`CallbackRunner` of this process.
+
+    All-in-one, the API is the only process that processes callbacks, so it runs every
+    periodic task a worker runs: the inspect-wait timeout first (nothing else closes the
+    PXE filters of a node whose ramdisk never calls back), then the runner's heartbeat and
+    recovery housekeeping.
+    """
 
     def __init__(self, service: Any, conf: cfg.ConfigOpts, threads: int = 4) -> None:
         self.engine = service.engine
+        self.timeout_task = TimeoutTask.from_conf(self.engine, conf, service.notifier)
+        self.timeout_task.start()
         self.runner = CallbackRunner(self.engine, service, conf, threads)
-        self.runner.start()
+        try:
+            self.runner.start()
+        except BaseException:
+            self.timeout_task.stop(timeout=10)
+            raise
 
-    def dispatch(self, node_uuid: str, data: dict[str, Any],
-                 stored: int | None = None) -> None:
+    def dispatch(self, node_uuid: str, data: dict[str, Any], stored: int | None = None,
+                 attempt: str | None = None) -> None:
         """Store the data (unless already ``stored``) and wake a processing thread."""
         if stored is None:
-            store(self.engine, node_uuid, data)
+            store(self.engine, node_uuid, data, attempt)
         self.runner.wake()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
@@ -68,18 +83,22 @@ class InProcessDispatcher:
         return self.runner.wait_idle(timeout)
 
     def close(self) -> None:
-        """Finish running callbacks; stored ones wait for the next start."""
+        """Finish running callbacks (stored ones wait for the next start), stop the timeout
+        task."""
         self.runner.stop()
+        self.timeout_task.stop(timeout=10)
 
 
 class RpcDispatcher:
     """Stores the data, then casts a wake-up to one worker from a thread of its own, so
     that a slow or dead message bus never holds up the ramdisk's request."""
 
-    def __init__(self, engine: Engine, transport: Any) -> None:
+    def __init__(self, engine: Engine, transport: Any, repair: Any = None) -> None:
         from inspection.worker.rpc import WorkerClient  # noqa: PLC0415 - needs oslo.messaging
 
         self.engine = engine
+        # Leftover reservations of this API's aborts and inspects (recovery.ReservationRepair)
+        self.repair = repair
         self.transport = transport
         self.client = WorkerClient(transport, retry=CAST_RETRY)
         self._wakeups: queue.SimpleQueue = queue.SimpleQueue()
@@ -87,11 +106,11 @@ class RpcDispatcher:
         self._sender = threading.Thread(target=self._send, name="worker-wakeups", daemon=True)
         self._sender.start()
 
-    def dispatch(self, node_uuid: str, data: dict[str, Any],
-                 stored: int | None = None) -> None:
+    def dispatch(self, node_uuid: str, data: dict[str, Any], stored: int | None = None,
+                 attempt: str | None = None) -> None:
         """Store the data (unless already ``stored``), then queue a wake-up cast."""
-        self._wakeups.put(stored if stored is not None else store(self.engine, node_uuid,
-                                                                  data))
+        self._wakeups.put(stored if stored is not None
+                          else store(self.engine, node_uuid, data, attempt))
 
     def _send(self) -> None:
         while (row_id := self._wakeups.get()) is not None:
@@ -123,4 +142,6 @@ class RpcDispatcher:
         """Stop the sender and release the transport."""
         self._wakeups.put(None)
         self._sender.join(10)
+        if self.repair is not None:
+            self.repair.stop(10)
         self.transport.cleanup()

@@ -57,7 +57,7 @@ def _http_error(exc: HTTPException) -> Response:
 
 
 def _service_error(exc: InspectionServiceError) -> Response:
-    return json_error(exc.code, str(exc))
+    return json_error(exc.code, str(exc), getattr(exc, "headers", None))
 
 
 def _api_error(exc: ApiError) -> Response:

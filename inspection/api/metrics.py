@@ -25,7 +25,7 @@ LOG = logging.getLogger("inspection.api.metrics")
 
 CALLBACK_ENDPOINT = "continue_inspection.continue_inspection"
 _OUTCOMES = {400: "bad_request", 413: "bad_request", 415: "bad_request", 404: "not_found",
-             409: "locked", 503: "unavailable"}
+             409: "locked", 429: "rate_limited", 503: "unavailable"}
 
 
 def callback_outcome(status: int, discovered: bool) -> str:
@@ -79,6 +79,8 @@ def install(app: Flask) -> None:
     """Serve ``/metrics`` and count the callbacks; the outcomes start at zero."""
     for outcome in metrics.CALLBACK_OUTCOMES:
         metrics.CALLBACKS.labels(outcome=outcome)
+    for reason in metrics.REFUSAL_REASONS:
+        metrics.CALLBACK_REFUSALS.labels(reason=reason)
     for method in metrics.LOOKUP_METHODS:
         metrics.LOOKUPS.labels(method=method)
     for outcome in metrics.LOGIN_OUTCOMES:

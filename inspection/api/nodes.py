@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.orm import Session, load_only
 
-from inspection import inspect_control, locking, states
+from inspection import attempts, inspect_control, locking, states
 from inspection.api.context import ctx, json_body, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, node_traits, stored_inventory
@@ -194,7 +194,8 @@ def patch_node(node_ident: str) -> Response:
                     raise ApiError(404, f"Node {node_ident[:64]} could not be found")
                 before = {name: getattr(node, name) for name in NODE_PATCHABLE}
                 before["maintenance"] = bool(before["maintenance"])
-                values = check_node(apply_patch(before, body, NODE_PATCHABLE, NODE_DEFAULTS))
+                values = check_node(apply_patch(before, body, NODE_PATCHABLE, NODE_DEFAULTS,
+                                                c.conf.inspection_rules.max_node_size))
                 for name, value in values.items():
                     if value != before[name]:
                         setattr(node, name, value)
@@ -262,9 +263,11 @@ def delete_node(node_ident: str) -> tuple[str, int]:
             for model in (Port, NodeTrait, NodeInventory, Portgroup):
                 session.execute(sa.delete(model).where(model.node_id == node_id))
             session.execute(sa.delete(Node).where(Node.id == node_id))
+            attempts.discard_callbacks(session, node_uuid)
     except BaseException:
         locking.release(c.engine, node_id, c.conf.host)
         raise
+    locking.forget(node_id, c.conf.host)
     return "", 204
 
 

@@ -14,6 +14,7 @@ import jsonpatch
 
 from inspection.api.context import to_bool
 from inspection.api.errors import ApiError
+from inspection.common.bounded_patch import PatchTooLarge, apply_bounded
 from inspection.db.idents import canonical_uuid
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
@@ -62,13 +63,18 @@ def _check_paths(operations: list[dict], patchable: tuple[str, ...]) -> None:
 
 
 def apply(document: dict, body: Any, patchable: tuple[str, ...],
-          defaults: dict[str, Any]) -> dict:
+          defaults: dict[str, Any], max_size: int, *, what: str = "node") -> dict:
     """``document`` (the patchable fields) with the patch applied; removed fields get their
-    default. ApiError 400 for a malformed patch or a path outside ``patchable``."""
+    default. ApiError 400 for a malformed patch, a path outside ``patchable``, or a result
+    over ``max_size`` bytes of JSON (``[inspection_rules]max_node_size``), refused before
+    it is built."""
     operations = _operations(body)
     _check_paths(operations, patchable)
     try:
-        result = jsonpatch.apply_patch(document, operations)
+        result = apply_bounded(document, operations, max_size, what,
+                               "[inspection_rules]max_node_size")
+    except PatchTooLarge as exc:
+        raise ApiError(400, f"Invalid patch: {exc}") from None
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException,
             TypeError, ValueError, AttributeError, KeyError) as exc:
         raise ApiError(400, f"Invalid patch: {str(exc)[:200]}") from None

@@ -164,7 +164,8 @@ def patch_port(port_id: str) -> Response:
                 bool(before["pxe_enabled"])
             values = check_port(apply_patch(before, body, PORT_PATCHABLE,
                                             {**PORT_DEFAULTS, "address": None,
-                                             "node_uuid": None}))
+                                             "node_uuid": None},
+                                            c.conf.inspection_rules.max_node_size, what="port"))
             node = find_node(session, values["node_uuid"])
             old_address = port.address
             for name, value in values.items():

@@ -106,7 +106,8 @@ def patch_rule(rule_id: str) -> Response:
                             "\"value\": 10}")
     c = ctx()
     with c.session() as session:
-        rule = c.rules.patch(session, rule_id, operations)
+        rule = c.rules.patch(session, rule_id, operations,
+                             max_size=c.conf.api.max_request_body_size)
         return jsonify(rule_view(rule))
 
 

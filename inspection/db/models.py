@@ -231,12 +231,13 @@ class InspectionCallback(Base):
     """Inspection data the API accepted (answered 202) and no worker has finished yet.
 
     A worker claims a row (``owner``, ``claim`` token), processes it, and deletes it in the
-    transaction that commits the result; rows of dead owners are claimed again.
+    transaction that commits the result; rows of dead owners are claimed again. At most one
+    row per node: newer data replaces older (as in Ironic).
     """
 
     __tablename__ = "inspection_callbacks"
     __table_args__ = (Index("inspection_callbacks_owner_idx", "owner"),
-                      Index("inspection_callbacks_node_uuid_idx", "node_uuid"))
+                      Index("inspection_callbacks_node_uuid_idx", "node_uuid", unique=True))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     node_uuid: Mapped[str] = mapped_column(String(36), nullable=False)
@@ -244,10 +245,14 @@ class InspectionCallback(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
     owner: Mapped[str | None] = mapped_column(String(255))
     claim: Mapped[str | None] = mapped_column(String(36))
-    claimed_at: Mapped[datetime | None] = mapped_column(DateTime)
+    #: The node's inspection attempt when the data was accepted (inspection.attempts).
+    attempt: Mapped[str | None] = mapped_column(String(36))
     retry_at: Mapped[datetime | None] = mapped_column(DateTime)
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0,
                                           server_default=text("0"))
+    #: Bytes of ``data`` as JSON, summed for [processing]max_pending_bytes.
+    data_size: Mapped[int] = mapped_column(Integer, nullable=False, default=0,
+                                           server_default=text("0"))
 
 
 class InspectionProcess(Base):
@@ -257,5 +262,4 @@ class InspectionProcess(Base):
     __tablename__ = "inspection_processes"
 
     host: Mapped[str] = mapped_column(String(255), primary_key=True)
-    started_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)

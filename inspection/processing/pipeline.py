@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from inspection import bmc, states
 from inspection.common.untrusted import for_log
-from inspection.db.models import ENROLL, INSPECT_WAIT, Node, utcnow
+from inspection.db.models import Node, utcnow
 from inspection.discovery import DEFAULT_INSPECT_INTERFACE
 from inspection.hooks.base import (
     InspectionHook,
@@ -100,12 +100,8 @@ def rules_enabled(conf: cfg.ConfigOpts, node: Node) -> bool:
 
 
 def finish(node: Node) -> None:
-    """Move the node on after a successful run: ``manageable``, or ``enroll`` for a node that
-    was just discovered (it has no verified driver yet)."""
-    if states.allowed(node.provision_state, states.DONE):
-        states.apply(node, states.DONE)
-    else:
-        node.target_provision_state = None  # a discovered node stays enrolled
+    """Move the node on after a successful run (:func:`inspection.states.finish`)."""
+    states.finish(node)
     node.last_error = None
     node.inspection_finished_at = utcnow()
     info = dict(node.driver_internal_info or {})
@@ -202,18 +198,3 @@ class Pipeline:
             raise StageFailed(name, f"Unexpected error while {name}: "
                                     f"{type(exc).__name__}: {exc}") from None
 
-
-def is_processable(node: Node) -> tuple[bool, str]:
-    """Whether inspection data may be processed for ``node`` now, and if not, why.
-
-    Nodes in ``inspect wait``; or nodes just enrolled by auto-discovery (``enroll``, never
-    inspected and without an error, so a repeated task does not process them twice).
-    """
-    if node.provision_state == INSPECT_WAIT:
-        return True, ""
-    if node.provision_state == ENROLL and node.auto_discovered:
-        if node.inspection_finished_at is None and not node.last_error:
-            return True, ""
-        return False, "it was auto-discovered and its inspection data was already processed"
-    return False, f"it is in state {node.provision_state!r}, not {INSPECT_WAIT!r} (inspection " \
-                  f"was aborted, timed out or already finished)"

@@ -20,22 +20,23 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from inspection import locking, metrics
-from inspection.common.untrusted import for_log, last_error_text
+from inspection import attempts, locking, metrics, states
+from inspection.common.untrusted import for_log
 from inspection.db.engine import session_scope
-from inspection.db.models import ENROLL, INSPECT_WAIT, Node
-from inspection.discovery import lookup_or_discover
+from inspection.db.models import INSPECT_WAIT, Node
+from inspection.discovery import lookup_or_discover, port_macs
 from inspection.errors import BadRequest, NodeLocked, NotFound
+from inspection.hooks import inventory as inv
 from inspection.hooks.base import HookConfigError, InspectionHook, load_hooks
 from inspection.hooks.validate_interfaces import pxe_mac
 from inspection.inspect_control import fail_inspection, node_ports
 from inspection.lookup import LookupData, lookup_node
+from inspection.processing import callbacks
 from inspection.processing.pipeline import (
     Pipeline,
     StageFailed,
     apply_rules,
     db_error_text,
-    is_processable,
 )
 from inspection.rules import (
     BuiltInRulesFileError,
@@ -76,6 +77,8 @@ class Accepted:
     created: bool = False  # enrolled by auto-discovery in this call
     #: Set when the data was committed with a node enrolled by auto-discovery.
     callback_id: int | None = None
+    #: The node's inspection attempt the data was accepted for (inspection.attempts).
+    attempt: str | None = None
 
 
 class RuleCache:
@@ -138,15 +141,22 @@ def _split_body(body: Any) -> tuple[dict, dict]:
     return inventory, {k: v for k, v in body.items() if k != "inventory"}
 
 
-def _lookup_macs(inventory: dict) -> list[str]:
-    """Valid MACs of the inventory's interfaces, loopback excluded (possibly none: as
-    Ironic, a node is then found by its BMC address)."""
+def _interfaces(inventory: dict, limit: int) -> list[tuple[str, bool]]:
+    """(MAC, has an IP address) of the inventory's interfaces with a valid MAC, loopback
+    excluded (possibly none: as Ironic, a node is then found by its BMC address).
+
+    More than ``limit`` interface records is refused before any is read: each MAC costs a
+    lookup and, with discovery, a port and a file in the filter's hostsdir.
+    """
     interfaces = inventory.get("interfaces")
     if interfaces is None:
         return []
     if not isinstance(interfaces, list):
         raise BadRequest("The inventory's 'interfaces' must be a list")
-    macs = []
+    if len(interfaces) > limit:
+        raise BadRequest(f"The inventory lists {len(interfaces)} network interfaces, more than "
+                         f"the {limit} this service accepts ([api]max_callback_interfaces)")
+    result = []
     for iface in interfaces:
         if not isinstance(iface, dict) or iface.get("name") == "lo":
             continue
@@ -155,8 +165,10 @@ def _lookup_macs(inventory: dict) -> list[str]:
         except InvalidMAC:
             continue
         if mac != _ZERO_MAC:
-            macs.append(mac)
-    return macs
+            has_ip = any(inv.ip_address(iface.get(key), key) is not None
+                         for key in ("ipv4_address", "ipv6_address"))
+            result.append((mac, has_ip))
+    return result
 
 
 class InspectionService:
@@ -175,6 +187,8 @@ class InspectionService:
         repository = RuleRepository(built_in_rules, conf.inspection_rules.default_scope)
         self.rules = RuleCache(repository, self.rules_engine)
         self.pipeline = Pipeline(conf, hooks, self.rules_engine)
+        self.pending_cap = callbacks.PendingCap(conf.processing.max_pending_callbacks,
+                                                conf.processing.max_pending_bytes)
         # Like Ironic's node_locked_retry_*: a short holder (a timeout check, a status
         # update) is waited for; a long one makes process() raise NodeLocked.
         self.lock_attempts = max(1, lock_attempts)
@@ -209,7 +223,8 @@ class InspectionService:
         404) or NodeLocked.
         """
         inventory, plugin_data = _split_body(body)
-        data = LookupData.build(node_uuid, _lookup_macs(inventory),
+        interfaces = _interfaces(inventory, self.conf.api.max_callback_interfaces)
+        data = LookupData.build(node_uuid, [mac for mac, _ in interfaces],
                                 [inventory.get("bmc_address"), inventory.get("bmc_v6address")])
         with session_scope(self.sessions) as session:
             early = self.rules.rules(session, phase="early")
@@ -220,22 +235,29 @@ class InspectionService:
             self._fail_early(data, str(exc))
             raise BadRequest(REJECTED_MESSAGE) from None
         accepted = {**plugin_data, "inventory": inventory}
-        found = lookup_or_discover(self.engine, self.conf, data, pxe_mac(inventory),
-                                   accepted if store_discovered else None)
-        if not found.created:
-            self._check_unlocked(found.node_id)
+        self.pending_cap.check(self.engine, callbacks.data_size(accepted))
+        pxe = pxe_mac(inventory)
+        found = lookup_or_discover(self.engine, self.conf, data, pxe,
+                                   accepted if store_discovered else None,
+                                   ports=port_macs(self.conf.inspector.add_ports,
+                                                   interfaces, pxe))
+        attempt = None if found.created else self._unlocked_attempt(found.node_id)
         LOG.info("Inspection data accepted for node %s%s", found.node_uuid,
                  " (auto-discovered)" if found.created else "")
         return Accepted(found.node_uuid, accepted, created=found.created,
-                        callback_id=found.callback_id)
+                        callback_id=found.callback_id, attempt=attempt)
 
-    def _check_unlocked(self, node_id: int) -> None:
-        with self.engine.connect() as conn:
-            holder = conn.execute(sa.select(Node.reservation)
-                                  .where(Node.id == node_id)).scalar()
+    def _unlocked_attempt(self, node_id: int) -> str | None:
+        """The node's inspection attempt; NodeLocked while someone holds the node."""
+        with session_scope(self.sessions) as session:
+            node = session.get(Node, node_id)
+            if node is None:
+                return None  # deleted meanwhile: processing will say so
+            holder, attempt = node.reservation, attempts.current(node)
         if holder is not None:
             LOG.info("Node %s is locked by %s: the ramdisk is told to retry", node_id, holder)
             raise NodeLocked(node_id, holder)
+        return attempt
 
     def _fail_early(self, data: LookupData, message: str) -> None:
         """Record an early rule's failure on the node the data belongs to, if any."""
@@ -262,11 +284,13 @@ class InspectionService:
 
     @metrics.timed_processing
     def process(self, node_uuid: str, data: dict,
-                settle: Callable[[Session], bool] | None = None) -> None:
+                settle: Callable[[Session], bool] | None = None,
+                attempt: str | None = None) -> None:
         """Process accepted data for the node; failures are recorded on the node.
 
         ``settle(session)`` runs in the transaction that commits the outcome (e.g. deleting
-        the stored callback); False from it discards the outcome. Raises only for
+        the stored callback); False from it discards the outcome. Data accepted for an
+        ``attempt`` other than the node's current inspection is dropped. Raises only for
         infrastructure problems: the database, or NodeLocked when another process holds the
         node longer than the retries wait.
         """
@@ -281,34 +305,32 @@ class InspectionService:
             LOG.warning("Not processing inspection data for node %s: it was deleted",
                         node_uuid)
             return
-        ports = self._under_reservation(node_id, self._process_node, inventory, plugin_data,
-                                        settle or _no_settle)
+        ports = self._under_reservation(node_id, self._process_node, (inventory, plugin_data),
+                                        settle or _no_settle, attempt)
         if ports is not None:
             self.notifier.announce(ports)
 
     def give_up(self, node_uuid: str, message: str,
-                settle: Callable[[Session], bool]) -> None:
+                settle: Callable[[Session], bool], attempt: str | None = None) -> None:
         """Fail the node's inspection with ``message`` instead of processing its data (data
         that kept killing the processes that processed it)."""
         with self.engine.connect() as conn:
             node_id = conn.execute(sa.select(Node.id).where(Node.uuid == node_uuid)).scalar()
         if node_id is None:
             return
-        ports = self._under_reservation(node_id, self._give_up_node, message, settle)
+        ports = self._under_reservation(node_id, self._give_up_node, message, settle, attempt)
         if ports is not None:
             self.notifier.announce(ports)
 
     def _give_up_node(self, session: Session, node: Node, message: str,
-                      settle: Callable[[Session], bool]) -> NodePorts | None:
-        if not is_processable(node)[0]:
-            settle(session)  # processed or aborted meanwhile: nothing to fail
+                      settle: Callable[[Session], bool],
+                      attempt: str | None) -> NodePorts | None:
+        if not states.processable(node)[0] or not attempts.is_current(node, attempt):
+            settle(session)  # processed, aborted or inspected again meanwhile
             return None
         if not settle(session):
             session.rollback()
             return None
-        if node.provision_state == ENROLL:
-            node.last_error = last_error_text(message)
-            return node_ports(session, node)
         return fail_inspection(session, node, message)
 
     def _under_reservation(self, node_id: int, func, *args: Any) -> Any:
@@ -332,10 +354,14 @@ class InspectionService:
         finally:
             locking.release(self.engine, node_id, self.host)
 
-    def _process_node(self, session: Session, node: Node, inventory: dict,
-                      plugin_data: dict, settle: Callable[[Session], bool]
-                      ) -> NodePorts | None:
-        ok, why = is_processable(node)
+    def _process_node(self, session: Session, node: Node, data: tuple[dict, dict],
+                      settle: Callable[[Session], bool],
+                      attempt: str | None) -> NodePorts | None:
+        inventory, plugin_data = data
+        ok, why = states.processable(node)
+        if ok and not attempts.is_current(node, attempt):
+            ok, why = False, ("the data was accepted for an earlier inspection (aborted, "
+                              "timed out or started again since)")
         if not ok:
             LOG.warning("Not processing inspection data for node %s: %s", node.uuid, why)
             metrics.processed("skipped")
@@ -380,9 +406,4 @@ class InspectionService:
             return None
         LOG.warning("Inspection of node %s failed: %s", node_uuid, for_log(message))
         metrics.processed("failed")
-        if node.provision_state == ENROLL:
-            # A discovered node stays enrolled (as in Ironic): 'inspect failed' would claim
-            # that it was once manageable.
-            node.last_error = last_error_text(message)
-            return node_ports(session, node)
         return fail_inspection(session, node, message)

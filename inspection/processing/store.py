@@ -31,11 +31,3 @@ def store_inventory(session: Session, node_id: int, inventory: dict,
     session.add(row)
     return row
 
-
-def load_inventory(session: Session, node_id: int) -> dict | None:
-    """``{"inventory": ..., "plugin_data": ...}`` of the node, or None if nothing is stored."""
-    row = session.scalars(sa.select(NodeInventory).where(NodeInventory.node_id == node_id)
-                          .order_by(NodeInventory.id.desc()).limit(1)).first()
-    if row is None:
-        return None
-    return {"inventory": row.inventory_data, "plugin_data": row.plugin_data}

@@ -8,6 +8,7 @@ import jsonpatch
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from inspection.common.bounded_patch import PatchTooLarge, apply_bounded
 from inspection.db.models import InspectionRule
 from inspection.rules.actions import ActionRegistry
 from inspection.rules.errors import (
@@ -20,6 +21,9 @@ from inspection.rules.model import PHASES, Rule, sort_rules
 from inspection.rules.validation import validate_rule
 
 READ_ONLY = ("built_in", "created_at", "updated_at")
+#: Largest rule (bytes of JSON) a patch may make unless the caller says otherwise: what the
+#: API's default body limit lets a client create.
+MAX_PATCHED_RULE = 4 * 1024 * 1024
 #: Fields of a sensitive rule nobody may read back, not even through a patch.
 HIDDEN = ("conditions", "actions")
 #: Patch operations that read a location (``test`` compares, ``copy``/``move`` lift).
@@ -159,9 +163,11 @@ class RuleRepository:
         session.flush()
         return _to_rule(row)
 
-    def patch(self, session: Session, rule_uuid: str, operations: Any) -> Rule:
+    def patch(self, session: Session, rule_uuid: str, operations: Any,
+              max_size: int = MAX_PATCHED_RULE) -> Rule:
         """Apply an RFC 6902 JSON patch to a user rule (``remove /sensitive`` cannot make a
-        sensitive rule non-sensitive; removing a field resets it to its default).
+        sensitive rule non-sensitive; removing a field resets it to its default); a result
+        over ``max_size`` bytes of JSON is refused before it is built.
 
         On a sensitive rule, ``test``/``copy``/``move`` touching its conditions or actions are
         refused and errors never quote the rule's content.
@@ -173,7 +179,9 @@ class RuleRepository:
             _check_sensitive_patch(operations)
         before = {**current.document(), "built_in": False}
         try:
-            after = jsonpatch.apply_patch(before, operations)
+            after = apply_bounded(before, operations, max_size, "rule")
+        except PatchTooLarge as exc:
+            raise RuleValidationError([f"patch: {exc}"], "invalid patch") from None
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException,
                 TypeError, ValueError, AttributeError, KeyError) as exc:
             # jsonpatch's messages quote values and whole sub-documents.

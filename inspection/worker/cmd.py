@@ -108,7 +108,8 @@ class Worker:
         service = self._load_service()
         self._start_metrics()
         from inspection.processing import callbacks  # noqa: PLC0415
-        from inspection.worker import rpc, stale  # noqa: PLC0415 - after backend selection
+        from inspection.timeouts import TimeoutTask  # noqa: PLC0415
+        from inspection.worker import rpc  # noqa: PLC0415 - after backend selection
         from inspection.worker.runner import CallbackRunner  # noqa: PLC0415
         from pxe_filter.broadcast import FilterNotifier  # noqa: PLC0415
 
@@ -125,7 +126,7 @@ class Worker:
         if not self._start_consuming(url, endpoint):
             return lifecycle.EXIT_OK  # stopped while waiting for the message bus
         self.notifier = FilterNotifier.from_conf(self.conf)
-        self.timeout_task = stale.make_timeout_task(self.engine, self.conf, self.notifier)
+        self.timeout_task = TimeoutTask.from_conf(self.engine, self.conf, self.notifier)
         self.timeout_task.start()
         LOG.info("Consuming %s as server %s (inspect-wait timeout checked every %s s)",
                  rpc.TOPIC, self.conf.host, self.timeout_task.interval)

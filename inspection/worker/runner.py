@@ -3,28 +3,29 @@
 A few threads claim stored callbacks (:mod:`inspection.processing.callbacks`), process
 them, and delete each in the transaction that commits its outcome. They wake when told
 (a message-bus wake-up, or the API of the same process) and otherwise sleep; a housekeeping
-thread takes over the work of dead processes (:mod:`inspection.worker.heartbeat`) and
-wakes the threads whenever callbacks are due, every ``[processing]heartbeat_interval``
-seconds, so a lost wake-up delays a callback by at most one interval; another thread writes
-this process's heartbeat as often.
+thread runs a pass of :mod:`inspection.worker.recovery` and wakes the threads whenever
+callbacks are due, every ``[processing]heartbeat_interval`` seconds, so a lost wake-up
+delays a callback by at most one interval; another thread writes this process's heartbeat
+as often.
 """
 
 import logging
 import threading
 import time
-from datetime import timedelta
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from oslo_config import cfg
 from sqlalchemy.engine import Engine
 
-from inspection import locking
 from inspection.db.models import utcnow
 from inspection.errors import NodeLocked
 from inspection.processing import callbacks
 from inspection.processing.callbacks import Claim
-from inspection.worker import heartbeat
+from inspection.worker import heartbeat, recovery
 from pxe_filter.common.database import DatabaseError, error_reason
 
 LOG = logging.getLogger(__name__)
@@ -32,6 +33,19 @@ LOG = logging.getLogger(__name__)
 #: Seconds an idle thread sleeps at most without being woken (the housekeeping thread wakes
 #: it when work is due; this only bounds the damage of a bug in that).
 _IDLE_WAIT = 60.0
+#: Heartbeats in a row this process must have written before it judges others dead: after
+#: a database outage, the first one only says that this process is back, not that the
+#: others had a chance to write theirs.
+_FRESH_BEATS = 2
+
+
+@dataclass(frozen=True)
+class _GiveBack:
+    """A give-back the database refused, retried by the housekeeping thread as it was."""
+
+    claim: Claim
+    retry_at: datetime | None
+    count_attempt: bool
 
 
 class CallbackRunner:
@@ -44,27 +58,29 @@ class CallbackRunner:
         self.interval = conf.processing.heartbeat_interval
         self.timeout = conf.processing.heartbeat_timeout
         self.max_attempts = conf.processing.max_attempts
+        self.inspect_wait_timeout = conf.inspector.inspect_wait_timeout
         self.threads = threads
         self._cond = threading.Condition()
         self._wakeups = 0  # bumped by every wake(): a thread that saw no work rechecks
         self._stopping = threading.Event()
         self._busy = 0
         self._claims_failing = False
-        self._unreleased: list[Claim] = []  # claims to give back once the database answers
+        self._unreleased: list[_GiveBack] = []  # to retry once the database answers
+        # Tokens of the claims this process is taking or processing: a claim of this host
+        # under any other token is a leftover (recovery.own_leftovers).
+        self._tokens: set[str] = set()
+        self._claims_lock = threading.Lock()
+        self._good_beats = 0  # heartbeats written in a row
+        self._late = False
         self._workers: list[threading.Thread] = []
         self._housekeepers: list[threading.Thread] = []
-
-    @property
-    def busy(self) -> int:
-        """Callbacks being processed by this process right now."""
-        return self._busy
 
     def start(self) -> None:
         """Register (taking back this host's work left by a crash), then start the threads;
         :class:`DatabaseError` if the database refuses."""
         try:
-            locking.clear_stale(self.engine, self.host)
-            heartbeat.register(self.engine, self.host)
+            recovery.at_start(self.engine, self.host)
+            self._good_beats = 1
         except sa.exc.SQLAlchemyError as exc:
             raise DatabaseError(f"cannot register this process for processing inspection "
                                 f"data: {error_reason(exc)}") from None
@@ -95,7 +111,7 @@ class CallbackRunner:
         for thread in [*self._workers, *self._housekeepers]:
             thread.join(max(0.0, deadline - time.monotonic()))
         try:
-            heartbeat.deregister(self.engine, self.host)
+            recovery.at_stop(self.engine, self.host)
         except sa.exc.SQLAlchemyError as exc:
             LOG.warning("Could not leave the process table (%s); other processes take over "
                         "this host's callbacks after [processing]heartbeat_timeout",
@@ -115,9 +131,13 @@ class CallbackRunner:
     def _work(self) -> None:
         while not self._stopping.is_set():
             seen = self._wakeups
+            token = str(uuid.uuid4())
+            with self._claims_lock:
+                self._tokens.add(token)
             try:
-                claim = callbacks.claim_next(self.engine, self.host)
+                claim = callbacks.claim_next(self.engine, self.host, token=token)
             except sa.exc.SQLAlchemyError as exc:
+                self._forget(token)  # if its commit went through after all: a leftover
                 with self._cond:
                     if not self._claims_failing:  # once per outage, not once per thread
                         LOG.warning("Cannot claim accepted callbacks: %s; retrying every "
@@ -131,6 +151,7 @@ class CallbackRunner:
                 with self._cond:
                     self._claims_failing = False
             if claim is None:
+                self._forget(token)
                 with self._cond:
                     if self._wakeups == seen and not self._stopping.is_set():
                         self._cond.wait(_IDLE_WAIT)
@@ -140,8 +161,13 @@ class CallbackRunner:
             try:
                 self._run(claim)
             finally:
+                self._forget(token)
                 with self._cond:
                     self._busy -= 1
+
+    def _forget(self, token: str) -> None:
+        with self._claims_lock:
+            self._tokens.discard(token)
 
     def _run(self, claim: Claim) -> None:
         if claim.attempts > self.max_attempts:
@@ -151,7 +177,8 @@ class CallbackRunner:
                  claim.node_uuid, claim.attempts)
         retry_at = utcnow() + timedelta(seconds=self.interval)
         try:
-            self.service.process(claim.node_uuid, claim.data, settle=claim.settle)
+            self.service.process(claim.node_uuid, claim.data, settle=claim.settle,
+                                 attempt=claim.attempt)
         except NodeLocked as exc:
             LOG.info("Node %s is reserved by %s: its callback %s is retried in %s s",
                      claim.node_uuid, exc.holder or "another process", claim.id,
@@ -179,7 +206,8 @@ class CallbackRunner:
                    f"[processing]max_attempts = {self.max_attempts}); the data was dropped")
         LOG.error("Callback %s of node %s: %s", claim.id, claim.node_uuid, message)
         try:
-            self.service.give_up(claim.node_uuid, message, settle=claim.settle)
+            self.service.give_up(claim.node_uuid, message, settle=claim.settle,
+                                 attempt=claim.attempt)
         except NodeLocked:
             self._give_back(claim, utcnow() + timedelta(seconds=self.interval),
                             count_attempt=False)
@@ -189,12 +217,14 @@ class CallbackRunner:
         if not claim.settled:
             self._call_db(callbacks.discard, claim)
 
-    def _give_back(self, claim: Claim, retry_at, count_attempt: bool = True) -> None:
+    def _give_back(self, claim: Claim, retry_at: datetime | None,
+                   count_attempt: bool = True) -> None:
         try:
             callbacks.unclaim(self.engine, claim, retry_at, count_attempt)
         except sa.exc.SQLAlchemyError:
-            with self._cond:
-                self._unreleased.append(claim)  # the housekeeping thread retries
+            # The housekeeping thread retries it as it was; its token stays known meanwhile.
+            with self._claims_lock:
+                self._unreleased.append(_GiveBack(claim, retry_at, count_attempt))
 
     def _call_db(self, func, claim: Claim) -> None:
         try:
@@ -202,38 +232,42 @@ class CallbackRunner:
         except sa.exc.SQLAlchemyError as exc:
             LOG.warning("Callback %s of node %s: %s", claim.id, claim.node_uuid,
                         error_reason(exc))
-            self._give_back(claim, None)
+            self._give_back(claim, None, count_attempt=False)
 
     def _heartbeat(self) -> None:
         # A thread of its own: a takeover stuck on a row lock must not delay the heartbeat.
-        late = False
         while not self._stopping.wait(self.interval):
-            try:
-                if not heartbeat.beat(self.engine, self.host):
-                    LOG.warning("This process (%s) was judged dead by the others (no "
-                                "heartbeat for [processing]heartbeat_timeout = %s s): its "
-                                "work was taken over; it registered again", self.host,
-                                self.timeout)
-            except sa.exc.SQLAlchemyError as exc:
-                if not late:
-                    LOG.warning("Cannot write the heartbeat of %s: %s; retrying every %s s",
-                                self.host, error_reason(exc), self.interval)
-                late = True
-                continue
-            if late:
-                LOG.info("The heartbeat of %s is written again", self.host)
-                late = False
+            self.beat()
+
+    def beat(self) -> bool:
+        """Write this process's heartbeat; False if the database refused."""
+        try:
+            # A previous heartbeat older than two intervals: this process (or the database)
+            # was away, and so may the others have been; the count starts again. (+1 s:
+            # MariaDB stores the heartbeat to the second.)
+            steady = heartbeat.is_fresh(self.engine, self.host, 2 * self.interval + 1)
+            written = heartbeat.beat(self.engine, self.host)
+        except sa.exc.SQLAlchemyError as exc:
+            if not self._late:  # once per outage
+                LOG.warning("Cannot write the heartbeat of %s: %s; retrying every %s s",
+                            self.host, error_reason(exc), self.interval)
+            self._good_beats, self._late = 0, True
+            return False
+        self._good_beats = self._good_beats + 1 if written and steady else 1
+        if not written:
+            LOG.warning("This process (%s) was judged dead by the others (no heartbeat for "
+                        "[processing]heartbeat_timeout = %s s): its work was taken over; it "
+                        "registered again", self.host, self.timeout)
+        if self._late:
+            LOG.info("The heartbeat of %s is written again", self.host)
+            self._late = False
+        return True
 
     def _housekeeping(self) -> None:
         failing = False
         while not self._stopping.wait(self.interval):
             try:
-                heartbeat.take_over_dead(self.engine, self.host, self.timeout)
-                with self._cond:
-                    pending, self._unreleased = self._unreleased, []
-                for claim in pending:
-                    self._give_back(claim, None)
-                due = callbacks.due(self.engine)
+                due = self.housekeep()
             except sa.exc.SQLAlchemyError as exc:
                 if not failing:  # the heartbeat thread reports the outage as well
                     LOG.warning("Cannot look for dead processes and due callbacks: %s; "
@@ -243,3 +277,19 @@ class CallbackRunner:
             failing = False
             if due:
                 self.wake(due)
+
+    def housekeep(self, now: datetime | None = None) -> int:
+        """One recovery pass: retry refused give-backs, repair this process's leftovers,
+        then (heartbeat fresh) take over dead processes; returns the callbacks due."""
+        with self._claims_lock:
+            pending, self._unreleased = self._unreleased, []
+        for item in pending:
+            self._give_back(item.claim, item.retry_at, item.count_attempt)
+        with self._claims_lock:
+            # Under the lock: a claim taken meanwhile is known before it commits.
+            known = self._tokens | {item.claim.token for item in self._unreleased}
+            recovery.own_leftovers(self.engine, self.host, known)
+        if self._good_beats >= _FRESH_BEATS:
+            recovery.take_over_dead(self.engine, self.host, self.timeout)
+        recovery.release_unregistered(self.engine, self.inspect_wait_timeout, now)
+        return callbacks.due(self.engine)

@@ -93,9 +93,9 @@ class Lifecycle:
             self.wait(systemd.watchdog_interval())
             self.ping(force=True)
 
-    def begin_shutdown(self) -> None:
-        """Tell systemd we stop; ignore further stop signals while cleaning up."""
-        systemd.notify("STOPPING=1", "STATUS=stopping")
+    def begin_shutdown(self, status: str = "stopping") -> None:
+        """Tell systemd we stop (and why); ignore further stop signals while cleaning up."""
+        systemd.notify("STOPPING=1", f"STATUS={status}"[:400])
         # A repeated SIGTERM must not kill the process with the default action, which
         # Python reinstates for its own handlers while the interpreter finalises.
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -114,7 +114,10 @@ def run(log: logging.Logger, lifecycle: Lifecycle, *, load: Callable[[], None],
         load()
     except ConfigError as exc:
         log.critical("Configuration error: %s", exc)
+        # systemctl status shows the last STATUS=: make it the reason, not a stale one.
+        systemd.notify(f"STATUS=configuration error: {exc}"[:400])
         return EXIT_CONFIG
+    status = "stopping"
     try:
         outcome = start()
         if isinstance(outcome, int):
@@ -128,7 +131,9 @@ def run(log: logging.Logger, lifecycle: Lifecycle, *, load: Callable[[], None],
         return EXIT_OK
     except ServiceError as exc:
         log.critical("%s", exc)
+        # systemctl status shows the last STATUS=: make it the reason.
+        status = f"failed: {exc}"
         return exc.exit_code
     finally:
-        lifecycle.begin_shutdown()
+        lifecycle.begin_shutdown(status)
         shutdown()

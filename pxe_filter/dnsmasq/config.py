@@ -170,13 +170,3 @@ def render_conf(conf: cfg.ConfigOpts) -> str:
     """Validate the ``[dnsmasq]`` options of ``conf`` and render them (nothing written)."""
     settings = settings_mod.from_conf(conf)
     return render(settings, conf.dnsmasq.template)
-
-
-def render_and_install(conf: cfg.ConfigOpts, path: str | None = None) -> bool:
-    """Render, check and install to ``path`` (default ``[dnsmasq]config_file``); True if changed.
-
-    The daemon calls this at start and on SIGHUP, and reloads dnsmasq when it returns True.
-    Raises :class:`DnsmasqConfigError` (the old file kept) on any problem.
-    """
-    text = render_conf(conf)
-    return install(text, path or conf.dnsmasq.config_file, conf.dnsmasq.binary)

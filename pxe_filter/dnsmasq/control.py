@@ -192,13 +192,18 @@ class SystemdControl(Control):
              "cannot start dnsmasq")
 
     def reload(self) -> str:
-        """``systemctl reload`` when the unit is active."""
+        """``systemctl --no-block reload`` when the unit is active.
+
+        Never a blocking reload: the dnsmasq unit is ordered After= the filter, so while the
+        filter's own reload job runs (``systemctl reload ironic-pxe-filter``), a blocking
+        reload of dnsmasq would wait for it, and it for us, until the watchdog killed us.
+        """
         try:
             if not self._active():
                 return NOT_RUNNING
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ControlError(f"systemctl is-active {self.unit}: {exc}") from None
-        _run(["systemctl", "reload", self.unit], "cannot reload dnsmasq")
+        _run(["systemctl", "--no-block", "reload", self.unit], "cannot reload dnsmasq")
         return RELOADED
 
     def restart(self) -> None:

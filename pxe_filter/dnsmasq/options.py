@@ -60,7 +60,11 @@ dnsmasq_opts = [
     cfg.StrOpt("tftp_server",
                help="IPv4 address of another TFTP server (next-server) for the boot files."),
     cfg.StrOpt("ipv6_bootfile_url",
-               help="DHCPv6 boot file URL (option6:bootfile-url) for non-iPXE clients."),
+               help="DHCPv6 boot file URL (option6:bootfile-url) for x86-64 UEFI clients "
+                    "(client arch 7 or 9 in DHCPv6 option 61) that are not iPXE."),
+    cfg.StrOpt("ipv6_arm64_bootfile_url",
+               help="DHCPv6 boot file URL for arm64 UEFI clients (client arch 11 in DHCPv6 "
+                    "option 61) that are not iPXE. Unset: none."),
     cfg.StrOpt("dhcp_hostsdir",
                help="Fallback for [pxe_filter]dhcp_hostsdir, which wins when set (both set "
                     "to different directories is an error)."),

@@ -66,6 +66,7 @@ class DnsmasqSettings:
     tftp_root: str | None
     tftp_server: str | None
     ipv6_bootfile_url: str | None
+    ipv6_arm64_bootfile_url: str | None
     hostsdir: str
     leasefile: str
     pid_file: str | None
@@ -337,13 +338,16 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
         http_boot_url=check.url("http_boot_url", ("http", "https")),
         tftp_root=tftp_root, tftp_server=tftp_server,
         ipv6_bootfile_url=check.url("ipv6_bootfile_url", ("tftp", "http", "https")),
+        ipv6_arm64_bootfile_url=check.url("ipv6_arm64_bootfile_url",
+                                          ("tftp", "http", "https")),
         hostsdir=_hostsdir(check, conf) or "", leasefile=_leasefile(check),
         pid_file=check.path("pid_file"), log_dhcp=bool(check.raw("log_dhcp")),
         log_facility=_log_facility(check),
         user=check.match("user", _USER, "a user name (lower-case letters, digits, '_', '-')"))
-    if settings.ipv6_bootfile_url and not settings.range_v6:
-        check.problems.append("[dnsmasq]ipv6_bootfile_url is set without dhcp_range_v6: "
-                              "no DHCPv6 client would receive it")
+    for name in ("ipv6_bootfile_url", "ipv6_arm64_bootfile_url"):
+        if getattr(settings, name) and not settings.range_v6:
+            check.problems.append(f"[dnsmasq]{name} is set without dhcp_range_v6: "
+                                  "no DHCPv6 client would receive it")
     if check.problems:
         raise InvalidSettings(check.problems)
     return settings

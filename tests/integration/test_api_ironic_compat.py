@@ -86,6 +86,9 @@ def test_requested_versions_are_honoured(api, headers, used):
     ("1.115", "1.115 was requested but the minor version is not supported"),
     ("1.0", "not supported"), ("2.1", "Mutually exclusive versions"),
     ("abc", "Invalid value for X-OpenStack-Ironic-API-Version"), ("1.x", "Invalid value"),
+    # Beyond Python's integer conversion limit: once a 500 with a traceback.
+    ("1." + "9" * 5000, "Invalid value"), ("9" * 5000 + ".1", "Invalid value"),
+    ("1.\u00b2", "Invalid value"), ("1.-1", "Invalid value"),
 ])
 def test_versions_out_of_range_get_406_with_the_range(api, value, words):
     resp = api.client.get("/v1/nodes", headers={V: value})

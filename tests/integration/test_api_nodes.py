@@ -6,6 +6,8 @@ import pytest
 import sqlalchemy as sa
 
 from inspection.db.models import NodeInventory
+from inspection.processing import callbacks
+from inspection.worker import heartbeat
 from tests.integration.api_helpers import Api, api_conf, error_message, fault
 from tests.integration.node_factory import add_node
 
@@ -167,3 +169,13 @@ def test_ports(api):
     # deleting a node deletes its ports
     assert api.client.delete("/v1/nodes/b").status_code == 204
     assert api.client.get("/v1/ports").json["ports"] == []
+
+
+def test_deleting_a_node_discards_its_accepted_callbacks(api):
+    engine = api.context.engine
+    node = add_node(engine, state="manageable")
+    callbacks.store(engine, node["uuid"], {"inventory": {}})
+    heartbeat.beat(engine, "worker-z")  # a live worker holds it, waiting for the node
+    assert callbacks.claim_next(engine, "worker-z") is not None
+    assert api.client.delete(f"/v1/nodes/{node['uuid']}").status_code == 204
+    assert callbacks.count(engine) == 0

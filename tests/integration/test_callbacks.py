@@ -6,12 +6,13 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
-from inspection import locking
 from inspection.db.models import InspectionCallback, InspectionProcess, Node, utcnow
+from inspection.inspect_control import abort_inspection, start_inspection
 from inspection.processing import callbacks
 from inspection.timeouts import fail_timed_out
-from inspection.worker import heartbeat
+from inspection.worker import heartbeat, recovery
 from inspection.worker.runner import CallbackRunner
 from pxe_filter.broadcast import FilterNotifier
 from pxe_filter.common.database import create_engine
@@ -82,15 +83,14 @@ def test_the_work_of_a_dead_process_is_taken_over(db_engine):
     heartbeat.beat(db_engine, "dead", now - timedelta(seconds=100))
     heartbeat.beat(db_engine, "slow", now - timedelta(seconds=10))
     heartbeat.beat(db_engine, "alive", now)
-    held = {host: add_node(db_engine) for host in ("dead", "slow", "ironic-conductor")}
-    for host, node in held.items():
-        locking.acquire(db_engine, node["id"], host)
+    held = {host: add_node(db_engine, reservation=host)
+            for host in ("dead", "slow", "ironic-conductor")}
     rows = {}
     for host in ("dead", "slow"):
         rows[host] = callbacks.store(db_engine, held[host]["uuid"], {"inventory": {}})
         assert callbacks.claim_next(db_engine, host).id == rows[host]
 
-    taken = heartbeat.take_over_dead(db_engine, "alive", timeout=30, now=now)
+    taken = recovery.take_over_dead(db_engine, "alive", timeout=30, now=now)
     assert [(t.host, t.reservations, t.callbacks) for t in taken] == [("dead", 1, 1)]
     assert node_row(db_engine, held["dead"]["id"]).reservation is None
     assert _row(db_engine, rows["dead"]).owner is None  # claimable again
@@ -113,7 +113,8 @@ def test_claims_of_processes_that_left_the_table_are_taken_over(db_engine):
     callbacks.claim_next(db_engine, "gone")
     with db_engine.begin() as conn:
         conn.execute(sa.delete(InspectionProcess.__table__))
-    heartbeat.take_over_dead(db_engine, "alive", timeout=30)
+    heartbeat.beat(db_engine, "alive")
+    recovery.take_over_dead(db_engine, "alive", timeout=30)
     assert _row(db_engine, row_id).owner is None
 
 
@@ -162,19 +163,19 @@ def test_a_frozen_process_holding_a_row_lock_delays_only_its_reservations(db_url
         pytest.skip("SQLite locks the whole database, not a row")
     engine = create_engine(db_url, lock_timeout=1)
     heartbeat.beat(engine, "frozen", utcnow() - timedelta(seconds=100))
-    node = add_node(engine)
-    locking.acquire(engine, node["id"], "frozen")
+    heartbeat.beat(engine, "alive")
+    node = add_node(engine, reservation="frozen")
     row_id = callbacks.store(engine, node["uuid"], {"inventory": {}})
     callbacks.claim_next(engine, "frozen")
     holder = engine.connect()  # the frozen process's transaction, open on the node row
     holder.execute(sa.update(Node).where(Node.id == node["id"]).values(last_error="x"))
     try:
-        assert heartbeat.take_over_dead(engine, "alive", timeout=30) == []
+        assert recovery.take_over_dead(engine, "alive", timeout=30) == []
         assert _row(engine, row_id).owner is None  # its callbacks are free at once
     finally:
         holder.rollback()
         holder.close()
-    taken = heartbeat.take_over_dead(engine, "alive", timeout=30)
+    taken = recovery.take_over_dead(engine, "alive", timeout=30)
     assert [(t.host, t.reservations, t.callbacks) for t in taken] == [("frozen", 1, 0)]
     assert node_row(engine, node["id"]).reservation is None
     engine.dispose()
@@ -187,3 +188,63 @@ def test_heartbeats_use_the_database_clock(db_engine):
     with db_engine.connect() as conn:
         stamped = conn.execute(sa.select(InspectionProcess.heartbeat_at)).scalar()
     assert abs((stamped - server).total_seconds()) < 5
+
+
+def test_the_newest_data_of_a_node_replaces_older_data_not_processed_yet(db_engine):
+    callbacks.store(db_engine, "node-1", {"inventory": {"n": 1}})
+    older = callbacks.claim_next(db_engine, "a")  # being processed right now
+    newest = callbacks.store(db_engine, "node-1", {"inventory": {"n": 2}})
+    assert callbacks.count(db_engine) == 1
+    claim = callbacks.claim_next(db_engine, "b")
+    assert claim.id == newest and claim.data == {"inventory": {"n": 2}}
+    with Session(db_engine) as session:
+        assert not older.settle(session)  # the older run's outcome is discarded
+
+
+def test_data_stored_for_an_earlier_inspection_never_completes_a_later_one(db_engine,
+                                                                          tmp_path):
+    service = service_for(db_engine, tmp_path, DEFAULT={"host": "worker-a"})
+    data = body("bios-vm-x86_64")
+    node = add_node(db_engine, state="manageable", macs=macs_of(data)[:1],
+                    inspect_interface="agent")
+    notifier = FilterNotifier(None)
+    start_inspection(db_engine, service.conf, node["uuid"], notifier)
+    accepted = service.accept(data)
+    # Abort and inspect again commit before the accepted data is stored (a slow API).
+    abort_inspection(db_engine, service.conf, node["uuid"], notifier)
+    start_inspection(db_engine, service.conf, node["uuid"], notifier)
+    callbacks.store(db_engine, accepted.node_uuid, accepted.data, accepted.attempt)
+    claim = callbacks.claim_next(db_engine, "worker-a")
+    service.process(claim.node_uuid, claim.data, settle=claim.settle, attempt=claim.attempt)
+    row = node_row(db_engine, node["id"])
+    assert row.provision_state == "inspect wait" and row.inspection_finished_at is None
+    assert claim.settled and callbacks.count(db_engine) == 0  # dropped, not retried
+    # Data accepted for the current inspection completes it.
+    fresh = service.accept(data)
+    callbacks.store(db_engine, fresh.node_uuid, fresh.data, fresh.attempt)
+    claim = callbacks.claim_next(db_engine, "worker-a")
+    service.process(claim.node_uuid, claim.data, settle=claim.settle, attempt=claim.attempt)
+    assert node_row(db_engine, node["id"]).provision_state == "manageable"
+
+
+def test_concurrent_stores_keep_one_row_per_node_and_never_fail(db_engine):
+    errors: list = []
+
+    def post(worker: int) -> None:
+        for i in range(6):
+            try:
+                callbacks.store(db_engine, f"node-{(worker + i) % 4}", {"inventory": {"w": worker}})
+                callbacks.store(db_engine, f"own-{worker}-{i}", {"inventory": {}})
+            except Exception as exc:  # a deadlock or a lost race would land here
+                errors.append(exc)
+
+    threads = [threading.Thread(target=post, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    with db_engine.connect() as conn:
+        per_node = conn.execute(sa.select(InspectionCallback.node_uuid, sa.func.count())
+                                .group_by(InspectionCallback.node_uuid)).all()
+    assert len(per_node) == 4 + 16 * 6 and {n for _, n in per_node} == {1}

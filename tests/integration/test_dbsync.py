@@ -116,3 +116,21 @@ def test_config_options_may_come_before_the_command(tmp_path, capsys):
     assert "Created schema revision" in capsys.readouterr().out
     assert main([f"--config-file={conf}", "dbsync"]) == 0
     assert "already at revision" in capsys.readouterr().out
+
+
+def test_upgrade_to_callback_attempts_keeps_the_newest_callback_of_each_node(sqlite_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine, "0003_ironic_node_fields")
+    rows = sa.table("inspection_callbacks", sa.column("node_uuid"), sa.column("data"),
+                    sa.column("created_at"), sa.column("attempts"))
+    with engine.begin() as conn:
+        for node, n in (("a", 1), ("b", 2), ("a", 3)):
+            conn.execute(sa.insert(rows).values(node_uuid=node, data=f'{{"n": {n}}}',
+                                                created_at=sa.func.current_timestamp(),
+                                                attempts=0))
+    migration.upgrade(engine)
+    with engine.connect() as conn:
+        kept = conn.execute(sa.text("SELECT node_uuid, data, attempt FROM "
+                                    "inspection_callbacks ORDER BY node_uuid")).all()
+    assert [tuple(r) for r in kept] == [("a", '{"n": 3}', None), ("b", '{"n": 2}', None)]
+    engine.dispose()

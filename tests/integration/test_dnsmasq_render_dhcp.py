@@ -1,6 +1,6 @@
 """The rendered dnsmasq configuration serves real DHCP in a network namespace.
 
-dnsmasq runs exactly the file ``render_and_install`` wrote (interface mode on the harness
+dnsmasq runs exactly the file ``install`` wrote (interface mode on the harness
 bridge); clients are raw DHCPDISCOVERs carrying the options real firmware sends, so the
 boot file each class of client gets is what a machine would really be told to load.
 """
@@ -47,7 +47,7 @@ def rendered(tmp_path: Path) -> Path:
             "ipxe_script_url": SCRIPT, "http_boot_url": HTTP_BOOT}.items():
         conf.set_override(name, value, group="dnsmasq")
     target = tmp_path / "dnsmasq.conf"
-    assert config.render_and_install(conf, str(target)) is True
+    assert render_and_install(conf, target) is True
     return target
 
 
@@ -117,3 +117,8 @@ def test_each_client_class_gets_its_boot_file(rendered, dnsmasq_factory, netns_p
     assert offer is not None, dnsmasq.log_text()[-2000:]
     assert offer["file"] == boot_file
     assert offer["vendor"] == vendor
+
+
+def render_and_install(conf, target) -> bool:
+    """What ``render-dnsmasq-config`` does: render, check with dnsmasq, install."""
+    return config.install(config.render_conf(conf), str(target), conf.dnsmasq.binary)

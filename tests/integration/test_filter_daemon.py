@@ -14,6 +14,7 @@ from sqlalchemy.engine import make_url
 from inspection.db import migration
 from inspection.db.models import Node, Port
 from pxe_filter.common.database import create_engine
+from tests.support import services
 from tests.support.daemon import filter_command, run_filter, start_filter, write_config
 from tests.support.tcpproxy import TcpProxy
 
@@ -89,7 +90,7 @@ def test_daemon_follows_the_database(db_url, tmp_path, hostsdir):
         assert read(hostsdir, M3) == f"{M3},ignore\n"
         assert read(hostsdir, M4) == f"{M4}\n"  # node on inspection: unknown MACs allowed
         assert read(hostsdir, WILDCARD) == ALLOW_ALL
-        assert read(hostsdir, "README") == "not a MAC\n"
+        assert not (hostsdir / "README").exists()  # dnsmasq would read it: removed
         assert "1 MAC(s) allowed, 2 denied" in daemon.status()
         # Inspection ends: the next periodic sync closes everything.
         set_state(db_url, inspected, "manageable")
@@ -107,10 +108,13 @@ def test_daemon_follows_the_database(db_url, tmp_path, hostsdir):
 def test_once_syncs_and_exits(sqlite_url, tmp_path, hostsdir):
     migration.upgrade(create_engine(sqlite_url))
     add_node(sqlite_url, "inspect wait", [M1])
+    (hostsdir / "zz-extra").write_text(f"{M2}\n")
     result = run_filter(tmp_path, sqlite_url, hostsdir, "--once")
     assert result.returncode == 0, result.stderr
     assert read(hostsdir, M1) == f"{M1}\n"
     assert read(hostsdir, WILDCARD) == ALLOW_ALL
+    assert read(hostsdir, "zz-extra") is None
+    assert "applies the removed files until it is reloaded: send it SIGHUP" in result.stderr
 
 
 def test_deny_unknown_macs_wins_over_discovery_with_a_warning(sqlite_url, tmp_path, hostsdir):
@@ -233,7 +237,7 @@ def test_bad_hostsdir_refused_with_one_line(case, sqlite_url, tmp_path):
         mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs",
                                   str(path)], capture_output=True, text=True)
         if mounted.returncode != 0:
-            pytest.skip(f"cannot mount a read-only tmpfs: {mounted.stderr.strip()}")
+            services.unavailable("a read-only tmpfs mount", mounted.stderr.strip())
     elif case == "unset":
         extra = {"pxe_filter": {"dhcp_hostsdir": ""}}
     try:
@@ -272,6 +276,16 @@ def test_bad_options_exit_2(extra, expected, sqlite_url, tmp_path, hostsdir):
     lines = critical_lines(result.stderr)
     assert len(lines) == 1 and expected in lines[0], result.stderr
     assert os.listdir(hostsdir) == []  # refused before touching anything
+
+
+def test_state_file_in_the_hostsdir_is_refused(sqlite_url, tmp_path, hostsdir):
+    # dnsmasq would read it, and the filter removes files it does not manage from there.
+    result = run_filter(tmp_path, sqlite_url, hostsdir, extra_conf={
+        "pxe_filter": {"state_file": str(hostsdir / "status.json")}})
+    assert result.returncode == 2, result.stderr
+    lines = critical_lines(result.stderr)
+    assert len(lines) == 1 and "is in the hostsdir" in lines[0], result.stderr
+    assert os.listdir(hostsdir) == []
 
 
 def test_missing_config_file_exits_2(tmp_path):
@@ -377,6 +391,11 @@ def test_sigterm_mid_sync_exits_promptly_without_partial_files(sqlite_url, tmp_p
         daemon.stop()
     assert code == 0, daemon.log_text()
     assert elapsed < 2.5
+    # It was stopped inside the first sync, not after it: the sync says so, and fewer
+    # than the 30000 files were written.
+    assert "Sync interrupted by shutdown" in daemon.log_text()
+    assert "Ready" not in daemon.log_text()
+    assert len([n for n in os.listdir(hostsdir) if not n.startswith(".")]) < 30001
     names = os.listdir(hostsdir)
     # No temporary file left: only the lock, the status file (issue 3) and the reserved
     # deny wildcard (issue 11) are dotfiles.
@@ -423,3 +442,42 @@ def test_database_lost_during_operation(pg_url, tmp_path, hostsdir):
             assert daemon.stop() == 0
     log = daemon.log_text()
     assert "check [database]connection" in log and "Traceback" not in log
+
+
+def test_long_database_outage_denies_unknown_macs_until_it_answers(pg_url, tmp_path,
+                                                                   hostsdir):
+    engine = create_engine(pg_url)
+    migration.upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.delete(Port))
+        conn.execute(sa.delete(Node))
+    engine.dispose()
+    add_node(pg_url, "inspect wait", [M1])  # on inspection: unknown MACs allowed
+    add_node(pg_url, "manageable", [M2])
+    target = make_url(pg_url)
+    with TcpProxy(target.host or "127.0.0.1", target.port or 5432) as proxy:
+        url = target.set(host="127.0.0.1", port=proxy.port).render_as_string(
+            hide_password=False)
+        daemon = start_filter(tmp_path, url, hostsdir, extra_conf={
+            "pxe_filter": {"sync_period": 1, "database_outage_deny_unknown": 3},
+            "database": {"connect_timeout": 1}})
+        try:
+            daemon.wait_ready(30)
+            assert read(hostsdir, WILDCARD) == ALLOW_ALL
+            proxy.stop()
+            lost = time.monotonic()
+            daemon.wait_log("Sync skipped", timeout=10)
+            assert read(hostsdir, WILDCARD) == ALLOW_ALL  # a short outage changes nothing
+            wait_content(hostsdir, WILDCARD, DENY_ALL, timeout=10)
+            closed_after = time.monotonic() - lost
+            assert closed_after >= 2, closed_after
+            daemon.wait_log("MACs of no port are denied until the database answers again")
+            # Known MACs keep their last verdict.
+            assert read(hostsdir, M1) == f"{M1}\n"
+            assert read(hostsdir, M2) == f"{M2},ignore\n"
+            proxy.start()
+            wait_content(hostsdir, WILDCARD, ALLOW_ALL, timeout=10)
+            daemon.wait_log("The database answers again: unknown MACs follow the policy")
+            print(f"unknown MACs denied {closed_after:.1f} s into the outage")
+        finally:
+            assert daemon.stop() == 0, daemon.log_text()

@@ -275,3 +275,38 @@ def test_purge_deletes_stale_files_with_a_reload(tmp_path, db, hostsdir, netns_p
         assert dhcp_client.discover(UNKNOWN, timeout=0.5) is None
     finally:
         assert daemon.stop() == 0, daemon.log_text()
+
+
+def test_files_the_filter_did_not_write_stop_allowing_at_once(tmp_path, db, hostsdir,
+                                                              netns_pair, dhcp_client):
+    add_node(db, "inspect wait", [ALLOWED])
+    add_node(db, "manageable", [DENIED])
+    # Present before the start: removed by the first sync, before dnsmasq ever runs.
+    (hostsdir / "zz-early").write_text(f"{DENIED}\n")
+    sections = dnsmasq_sections(tmp_path, netns_pair, hostsdir, "commands",
+                                deny_unknown_macs=True, sync_period=3600)
+    daemon = start_filter(tmp_path, db, hostsdir, extra_conf=sections)
+    try:
+        daemon.wait_ready(20)
+        assert not (hostsdir / "zz-early").exists()
+        dhcp_client.await_offer(ALLOWED, offered=True, within=3)
+        assert dhcp_client.discover(DENIED, control=ALLOWED) is None
+        # dnsmasq reads these at once (inotify); each must be gone and forgotten (SIGHUP).
+        foreign = {"zz-extra": f"{DENIED}\n", "zz-all": "*:*:*:*:*:*\n",
+                   f"{DENIED}.bak": f"{DENIED}\n"}
+        for name, text in foreign.items():
+            (hostsdir / name).write_text(text)
+        wait_for(lambda: not any((hostsdir / name).exists() for name in foreign), 2,
+                 "foreign files not removed")
+        for name in foreign:
+            daemon.wait_log(f"Removed {hostsdir / name}: the filter did not write it")
+        # One reload per batch the watcher saw (the three may come in one or several).
+        log = daemon.wait_log("file(s) the filter did not write left the hostsdir")
+        assert "INFO pxe_filter.daemon: dnsmasq reloaded after " in log
+        assert "Traceback" not in log
+        time.sleep(0.2)  # dnsmasq re-reads the directory on SIGHUP
+        offers = [dhcp_client.discover(mac, control=ALLOWED) for mac in (DENIED, UNKNOWN)
+                  for _ in range(5)]
+        assert offers == [None] * 10
+    finally:
+        assert daemon.stop() == 0, daemon.log_text()

@@ -14,9 +14,10 @@ import sqlalchemy as sa
 
 from inspection.db import migration
 from inspection.db.models import Node, Port
-from pxe_filter import broadcast, selfheal
+from pxe_filter import broadcast
 from pxe_filter.common import messaging
 from pxe_filter.common.database import create_engine
+from pxe_filter.selfheal import watcher as selfheal
 from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import FilterSync
 from tests.support import files
@@ -88,7 +89,7 @@ def test_foreign_changes_are_put_back_within_100ms(daemon, hostsdir):
     timings["edited"] = time_until(hostsdir / DENIED, deny(DENIED))
     os.truncate(hostsdir / ALLOWED, 0)
     timings["truncated"] = time_until(hostsdir / ALLOWED, allow(ALLOWED))
-    os.rename(hostsdir / WILDCARD, hostsdir / "moved-away")
+    os.rename(hostsdir / WILDCARD, hostsdir / ".moved-away")  # a dotfile: dnsmasq ignores it
     timings["renamed"] = time_until(hostsdir / WILDCARD, "*:*:*:*:*:*\n")
     (hostsdir / OTHER).write_text(deny(OTHER))  # unknown MACs are allowed here
     timings["created"] = time_until(hostsdir / OTHER, allow(OTHER))
@@ -101,7 +102,7 @@ def test_foreign_changes_are_put_back_within_100ms(daemon, hostsdir):
                         (ALLOWED, ("truncated",)), (WILDCARD, ("deleted",))):
         assert any(f"WARNING pxe_filter.sync: {hostsdir / name} was {what} by someone else"
                    in log for what in whats), log
-    assert (hostsdir / "moved-away").exists()  # not a MAC name: not ours to touch
+    assert (hostsdir / ".moved-away").exists()  # dotfiles are left alone
     deadline = time.monotonic() + 2
     while json.loads((hostsdir / STATE).read_text())["repaired"] < 5:
         assert time.monotonic() < deadline, (hostsdir / STATE).read_text()

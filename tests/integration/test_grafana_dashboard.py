@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
 from pxe_filter.metrics import FilterMetrics
-from pxe_filter.state import StatusRecorder
+from pxe_filter.status.recorder import StatusRecorder
 from pxe_filter.sync import BroadcastResult, SyncResult
 from tests.integration.api_helpers import Api, api_conf
 

@@ -3,7 +3,7 @@
 import pytest
 from sqlalchemy.orm import Session
 
-from inspection import bmc, locking
+from inspection import attempts, bmc, locking
 from inspection.db.models import utcnow
 from inspection.errors import NodeLocked, NotFound, UnknownMachine
 from inspection.inspect_control import abort_inspection, find_node_id, start_inspection
@@ -47,7 +47,9 @@ def test_start_caches_bmc_addresses_and_waits(db_engine, conf):
     assert row.target_provision_state == "manageable"
     assert row.inspection_started_at >= before
     assert row.last_error is None and row.reservation is None
-    assert row.driver_internal_info == {
+    info = dict(row.driver_internal_info)
+    assert len(info.pop(attempts.KEY)) == 36  # a new inspection attempt
+    assert info == {
         "agent_url": "http://x",
         bmc.CACHE_KEY: ["192.0.2.21", "2001:db8::42", "bmc-r1.example.test"]}
     # The ramdisk can now be found by either reported BMC address.

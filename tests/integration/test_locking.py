@@ -105,9 +105,13 @@ def test_open_transaction_on_the_row_gives_busy_not_a_hang(pg_url):
         engine.dispose()
 
 
-def test_clear_stale_reservations_of_this_host_only(db_engine):
-    mine = add_node(db_engine, reservation="me")
+def test_release_unheld_at_start_clears_only_this_hosts_reservations_nothing_holds(db_engine):
+    stray = add_node(db_engine, reservation="me")
     theirs = add_node(db_engine, reservation="conductor-1")
-    assert locking.clear_stale(db_engine, "me") == 1
-    assert node_row(db_engine, mine["id"]).reservation is None
+    busy = add_node(db_engine)
+    with locking.reserved(db_engine, busy["id"], "me"):
+        assert locking.release_unheld(db_engine, "me") == []  # not known to be a leftover
+        assert locking.release_unheld(db_engine, "me", at_start=True) == [stray["uuid"]]
+        assert node_row(db_engine, busy["id"]).reservation == "me"
+    assert node_row(db_engine, stray["id"]).reservation is None
     assert node_row(db_engine, theirs["id"]).reservation == "conductor-1"

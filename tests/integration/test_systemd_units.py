@@ -12,35 +12,18 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pxe_filter.common import config as common_config
-from pxe_filter.dnsmasq import config
 from tests.support import services
+from tests.support import units as shipped
 
 REPO = Path(__file__).resolve().parents[2]
 UNITS = ("ironic-pxe-filter.service", "ironic-inspection-dnsmasq.service")
 FILTER, DNSMASQ = UNITS
 SERVICE_UNITS = ("ironic-inspection-api.service", "ironic-inspection-worker.service")
-
-
-def _unit_text(name: str) -> str:
-    return (REPO / "systemd" / name).read_text()
-
-
-def _localised(text: str) -> str:
-    """The unit with its binaries pointing at the ones installed in this environment."""
-    script = Path(sys.executable).parent / "ironic-pxe-filter"
-    assert script.exists(), f"{script} missing: install the project (pip install -e .)"
-    for name in ("ironic-inspection-api", "ironic-inspection-worker"):
-        text = text.replace(f"/usr/bin/{name}", str(script.with_name(name)))
-    # verify resolves User=: the service user does not exist on a test machine.
-    text = text.replace("User=ironic-inspection\nGroup=ironic-inspection\n", "")
-    return (text.replace("/usr/bin/ironic-pxe-filter", str(script))
-                .replace("/usr/sbin/dnsmasq", config.find_dnsmasq()))
 
 
 def verify(directory: Path, units: dict[str, str]) -> list[str]:
@@ -63,11 +46,12 @@ def verify(directory: Path, units: dict[str, str]) -> list[str]:
 
 
 def test_units_verify_cleanly(tmp_path):
-    assert verify(tmp_path, {name: _localised(_unit_text(name)) for name in UNITS}) == []
+    units = {name: shipped.localised(shipped.unit_text(name)) for name in UNITS}
+    assert verify(tmp_path, units) == []
 
 
 def test_api_and_worker_units_verify_cleanly(tmp_path):
-    units = {name: _localised(_unit_text(name)) for name in SERVICE_UNITS}
+    units = {name: shipped.localised(shipped.unit_text(name)) for name in SERVICE_UNITS}
     assert verify(tmp_path, units) == []
     for name in SERVICE_UNITS:
         assert _section(name, "Service")["Type"] == "notify"  # both send READY=1
@@ -81,7 +65,7 @@ def test_api_and_worker_units_verify_cleanly(tmp_path):
 ], ids=["unknown-key", "bad-value", "missing-binary"])
 def test_verify_reports_real_errors(tmp_path, mutation, expected):
     """The check above can fail: a broken copy of the filter unit is reported."""
-    units = {name: _localised(_unit_text(name)) for name in UNITS}
+    units = {name: shipped.localised(shipped.unit_text(name)) for name in UNITS}
     units[FILTER] = mutation(units[FILTER])
     problems = verify(tmp_path, units)
     assert any(expected in line for line in problems), problems
@@ -103,7 +87,7 @@ def test_every_service_reads_the_shared_file_then_its_own(unit, own):
 def _section(name: str, section: str) -> configparser.SectionProxy:
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.optionxform = str  # systemd keys are case-sensitive
-    parser.read_string(_unit_text(name))
+    parser.read_string(shipped.unit_text(name))
     return parser[section]
 
 
@@ -119,7 +103,7 @@ def test_dnsmasq_unit_is_bound_to_the_filter():
 
 
 def _exec_lines(name: str, key: str) -> list[str]:
-    return [line.split("=", 1)[1] for line in _unit_text(name).splitlines()
+    return [line.split("=", 1)[1] for line in shipped.unit_text(name).splitlines()
             if line.startswith(f"{key}=")]
 
 
@@ -171,7 +155,7 @@ def test_dnsmasq_refuses_to_start_without_the_hostsdir(tmp_path):
 
 
 def test_dnsmasq_unit_checks_its_configuration_before_starting(tmp_path):
-    check_line = _localised(_exec_lines(DNSMASQ, "ExecStartPre")[1])
+    check_line = shipped.localised(_exec_lines(DNSMASQ, "ExecStartPre")[1])
     good, bad = tmp_path / "good.conf", tmp_path / "bad.conf"
     good.write_text("port=0\ndhcp-range=192.0.2.10,192.0.2.20,10m\n")
     bad.write_text("port=0\nno-such-option\n")

@@ -3,15 +3,19 @@
 import time
 from datetime import timedelta
 
+import requests
 import sqlalchemy as sa
 
 from inspection import bmc, locking
+from inspection.db import migration
 from inspection.db.models import Node, utcnow
 from inspection.timeouts import TimeoutTask, fail_timed_out
 from pxe_filter.broadcast import FilterNotifier
+from pxe_filter.common.database import create_engine
 from tests.integration.filter_listener import listener  # noqa: F401 - fixture
 from tests.integration.node_factory import add_node, make_conf, node_row
 from tests.support import concurrency
+from tests.support.services_procs import start_api
 
 NO_BUS = FilterNotifier(None)
 
@@ -107,3 +111,30 @@ def test_periodic_task_fails_a_node_that_times_out_while_it_runs(db_engine, tmp_
     finally:
         task.stop(10)
     assert node_row(db_engine, node["id"]).provision_state == "inspect failed"
+
+
+def test_the_all_in_one_api_fails_a_stuck_node_within_the_timeout_plus_one_interval(
+        tmp_path, sqlite_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    node = add_node(engine, state="manageable", macs=["52:54:00:e1:00:01"],
+                    inspect_interface="agent")
+    # The shipped default: no message bus, the API processes inspection data itself.
+    api = start_api(tmp_path, sqlite_url, None, {"inspector": {"inspect_wait_timeout": 5}})
+    try:
+        api.wait_http(60)
+        answer = requests.put(f"{api.url}/v1/nodes/{node['uuid']}/states/provision",
+                              json={"target": "inspect"}, timeout=30)
+        assert answer.status_code == 202, answer.text
+        started = time.monotonic()
+        limit = 5 + 1 + 1  # timeout + one interval (a tenth of it, at least 1 s) + slack
+        while node_row(engine, node["id"]).provision_state == "inspect wait":
+            assert time.monotonic() - started < limit, "the node was never timed out"
+            time.sleep(0.1)
+        row = node_row(engine, node["id"])
+        assert row.provision_state == "inspect failed" and row.reservation is None
+        assert "Timeout reached" in row.last_error
+        assert api.stop() == 0
+    finally:
+        api.stop()
+        engine.dispose()

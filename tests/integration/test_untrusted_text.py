@@ -98,3 +98,20 @@ def test_for_log_and_for_storage_truncate():
     assert for_log("y" * 600).endswith("...")
     assert for_storage("z" * 5000, 100) == "z" * 97 + "..."
     assert for_storage("a\x00b\nc\ud800") == "a\ufffdb c\ufffd"
+
+
+def test_secrets_in_a_ramdisk_error_are_masked_in_last_error_and_logs(db_engine, tmp_path,
+                                                                     caplog):
+    node = _waiting(db_engine)
+    service = service_for(db_engine, tmp_path)
+    data = body(DELL)
+    data["error"] = ("ipmitool -U admin password=Hunter2pw failed; "
+                     "redfish https://root:S3cretBMC@10.0.0.5/redfish/v1 refused")
+    with caplog.at_level(logging.DEBUG):
+        accepted = service.accept(data)
+        service.process(accepted.node_uuid, accepted.data)
+    row = node_row(db_engine, node["id"])
+    assert row.provision_state == "inspect failed"
+    assert "password=******" in row.last_error and "root:******@10.0.0.5" in row.last_error
+    for secret in ("Hunter2pw", "S3cretBMC"):
+        assert secret not in row.last_error and secret not in caplog.text

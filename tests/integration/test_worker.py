@@ -7,15 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from inspection import locking
 from inspection.db import migration
 from inspection.db.models import utcnow
 from inspection.worker import rpc
-from inspection.worker.stale import WorkerTimeoutTask, release_dead_reservations
-from pxe_filter.broadcast import FilterNotifier
 from pxe_filter.common import messaging
 from pxe_filter.common.database import create_engine
-from tests.integration.node_factory import add_node, make_conf, node_row
+from tests.integration.node_factory import add_node, node_row
 from tests.support import services
 from tests.support.services_procs import free_port, start_worker
 
@@ -216,42 +213,11 @@ def test_worker_waits_for_an_unreachable_bus_and_stops_on_sigterm(tmp_path, sqli
     assert not worker.ready and "Traceback" not in log
 
 
-# -- dead workers' reservations ---------------------------------------------------------------
+# -- this host's reservations left by a crash -------------------------------------------------
 
 def _waiting(engine, seconds_ago, holder):
-    node = add_node(engine, inspection_started_at=utcnow() - timedelta(seconds=seconds_ago))
-    if holder:
-        locking.acquire(engine, node["id"], holder)
-    return node
-
-
-def test_reservations_of_dead_workers_are_released_then_timed_out(db_engine, tmp_path):
-    conf = make_conf(tmp_path, DEFAULT={"host": "worker-a"},
-                     inspector={"inspect_wait_timeout": 100})
-    dead = _waiting(db_engine, 250, "worker-gone")       # > 2 x timeout: stale
-    busy = _waiting(db_engine, 150, "worker-b")          # overdue but maybe still processing
-    fresh = _waiting(db_engine, 10, "worker-b")
-    assert release_dead_reservations(db_engine, conf) == [dead["uuid"]]
-    assert node_row(db_engine, busy["id"]).reservation == "worker-b"
-    assert node_row(db_engine, fresh["id"]).reservation == "worker-b"
-
-    # The worker's timeout task does both: the dead holder's node fails with the timeout.
-    dead2 = _waiting(db_engine, 1000, "worker-gone")
-    task = WorkerTimeoutTask(db_engine, conf, FilterNotifier(None))
-    assert sorted(task.run_once()) == sorted([dead["uuid"], dead2["uuid"]])
-    for node in (dead, dead2):
-        row = node_row(db_engine, node["id"])
-        assert row.provision_state == "inspect failed" and row.reservation is None
-        assert "Timeout reached" in row.last_error
-    for node in (busy, fresh):
-        assert node_row(db_engine, node["id"]).provision_state == "inspect wait"
-
-
-def test_timeout_zero_never_steals_reservations(db_engine, tmp_path):
-    conf = make_conf(tmp_path, inspector={"inspect_wait_timeout": 0})
-    node = _waiting(db_engine, 10**6, "worker-gone")
-    assert release_dead_reservations(db_engine, conf) == []
-    assert node_row(db_engine, node["id"]).reservation == "worker-gone"
+    return add_node(engine, inspection_started_at=utcnow() - timedelta(seconds=seconds_ago),
+                    reservation=holder)
 
 
 def test_worker_clears_its_own_stale_reservations_and_stops_on_sigterm(tmp_path, sqlite_url,

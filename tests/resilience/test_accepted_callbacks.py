@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+import requests
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
@@ -35,7 +36,8 @@ pytestmark = pytest.mark.slow
 #: plus what a shared 2-core machine adds.
 TAKEOVER = 60
 MARGIN = 20
-DISCOVERY = {"auto_discovery": {"enabled": True}}
+# The simulated machines all post from 127.0.0.1: one address's burst must hold them.
+DISCOVERY = {"auto_discovery": {"enabled": True}, "api": {"callback_burst": 250}}
 
 
 @pytest.fixture
@@ -239,4 +241,51 @@ def test_a_database_failure_while_discovering_leaves_no_node_the_retry_cannot_us
         assert row.uuid == answer.json["uuid"] and row.inspection_finished_at
     finally:
         api.close()
+        engine.dispose()
+
+
+def test_data_accepted_for_an_aborted_inspection_never_completes_the_next_one(
+        tmp_path, sqlite_url, vhost):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    mac = "52:54:00:d6:00:01"
+    node = add_node(engine, state="manageable", macs=[mac], inspect_interface="agent")
+    fast = {"processing": {"heartbeat_interval": 1, "heartbeat_timeout": 3}}
+    api = start_api(tmp_path, sqlite_url, vhost)  # hands its data to workers: none runs
+    procs = [api]
+
+    def provision(target: str) -> None:
+        answer = requests.put(f"{api.url}/v1/nodes/{node['uuid']}/states/provision",
+                              json={"target": target}, timeout=30)
+        assert answer.status_code == 202, answer.text
+
+    try:
+        api.wait_http(60)
+        provision("inspect")
+        answer = requests.post(f"{api.url}/v1/continue_inspection", json=callback_body(mac),
+                               timeout=30)
+        assert answer.status_code == 202, answer.text
+        assert pending_callbacks(engine) == 1
+        for target in ("abort", "manage", "inspect"):
+            provision(target)
+        worker = start_worker(tmp_path, sqlite_url, vhost, fast)
+        procs.append(worker)
+        worker.wait_ready(60)
+        # Three housekeeping passes of the worker: the old data would be processed by now.
+        time.sleep(3)
+        row = node_row(engine, node["id"])
+        assert row.provision_state == "inspect wait" and row.inspection_finished_at is None
+        assert pending_callbacks(engine) == 0
+        answer = requests.post(f"{api.url}/v1/continue_inspection", json=callback_body(mac),
+                               timeout=30)
+        assert answer.status_code == 202, answer.text
+        deadline = time.monotonic() + 30
+        while node_row(engine, node["id"]).provision_state == "inspect wait":
+            assert time.monotonic() < deadline, "the fresh data was never processed"
+            time.sleep(0.2)
+        assert node_row(engine, node["id"]).provision_state == "manageable"
+        assert worker.stop() == 0 and api.stop() == 0
+    finally:
+        for proc in procs:
+            proc.stop()
         engine.dispose()

@@ -85,15 +85,22 @@ def test_repeated_failures_are_throttled_and_valid_logins_still_work(server):
     assert "Too many login attempts" in error_message(refused)
 
 
-def _guess(url: str, stop, worker: int) -> None:
+def _guess(url: str, stop, worker: int, answers: dict) -> None:
     attempt = 0
     while not stop.is_set():
         attempt += 1
-        requests.get(f"{url}/v1/nodes", auth=(USER, f"{worker}-{attempt}"), timeout=30)
+        try:
+            status = requests.get(f"{url}/v1/nodes", auth=(USER, f"{worker}-{attempt}"),
+                                  timeout=30).status_code
+        except requests.RequestException:
+            status = None
+        counter = answers.get(status, answers[None])
+        with counter.get_lock():
+            counter.value += 1
 
 
-def _guessers(url: str, stop) -> None:
-    threads = [threading.Thread(target=_guess, args=(url, stop, n), daemon=True)
+def _guessers(url: str, stop, answers: dict) -> None:
+    threads = [threading.Thread(target=_guess, args=(url, stop, n, answers), daemon=True)
                for n in range(8)]
     for thread in threads:
         thread.start()
@@ -107,24 +114,37 @@ def test_callback_stays_fast_while_eight_clients_guess(server):
     # process their threads would hold the GIL and slow down the timing of the callback.
     context = multiprocessing.get_context("fork")
     stop = context.Event()
-    guessers = context.Process(target=_guessers, args=(server, stop), daemon=True)
+    # The guessers' answers: 401 (the password was checked), 429 (refused: too many checks
+    # at once), anything else (None).
+    answers = {status: context.Value("i", 0) for status in (401, 429, None)}
+    guessers = context.Process(target=_guessers, args=(server, stop, answers), daemon=True)
     guessers.start()
     time.sleep(1.0)  # let the guessers fill the server
     data = body("bios-vm-x86_64")  # an unknown machine: a lookup, then the generic 404
     latencies = []
+    before = {status: counter.value for status, counter in answers.items()}
     try:
         for _ in range(30):
             start = time.perf_counter()
             resp = requests.post(f"{server}/v1/continue_inspection", json=data, timeout=30)
             latencies.append(time.perf_counter() - start)
             assert resp.status_code == 404, resp.text
+        during = {status: counter.value - before[status]
+                  for status, counter in answers.items()}
     finally:
         stop.set()
         guessers.join(30)
         if guessers.is_alive():
             guessers.kill()
     p50 = statistics.median(latencies)
-    print(f"callback p50 under guessing: {p50 * 1000:.1f} ms")
+    total = {status: counter.value for status, counter in answers.items()}
+    print(f"callback p50 under guessing: {p50 * 1000:.1f} ms; guesses answered while the "
+          f"callbacks were timed: {during[401]} checked (401), {during[429]} refused (429); "
+          f"in all: {total}")
+    # The guessers really ran all along: each callback met several guesses, some of them
+    # checked (bcrypt), and every guess was answered 401 or 429, never otherwise.
+    assert during[401] + during[429] >= len(latencies), during
+    assert total[401] >= 1 and total[None] == 0, total
     assert p50 < 0.05, sorted(latencies)
 
 

@@ -81,11 +81,23 @@ def test_relay_mode_may_listen_on_one_interface(tmp_path):
     assert "interface=bond0.100" in lines
 
 
-def test_ipv6_range(tmp_path):
+def test_ipv6_range_boots_by_architecture(tmp_path):
     lines = rendered(tmp_path, {**BASE, "dhcp_range_v6": "2001:db8::100,2001:DB8::1ff,64",
-                                "ipv6_bootfile_url": "http://[2001:db8::1]:8080/snponly.efi"})
+                                "ipv6_bootfile_url": "http://[2001:db8::1]:8080/snponly.efi",
+                                "ipv6_arm64_bootfile_url": "http://[2001:db8::1]/snp-arm.efi"})
     assert "dhcp-range=2001:db8::100,2001:db8::1ff,64,10m" in lines
-    assert "dhcp-option=option6:bootfile-url,http://[2001:db8::1]:8080/snponly.efi" in lines
+    # DHCPv6 carries the architecture in option 61, not in DHCPv4's client-arch.
+    assert {"dhcp-match=set:efi64,option6:61,7", "dhcp-match=set:efi64,option6:61,9",
+            "dhcp-match=set:efiarm64,option6:61,11"} <= set(lines)
+    assert ("dhcp-option=tag:efi64,option6:bootfile-url,http://[2001:db8::1]:8080/snponly.efi"
+            in lines)
+    assert "dhcp-option=tag:efiarm64,option6:bootfile-url,http://[2001:db8::1]/snp-arm.efi" in lines
+    assert not [line for line in lines if line.startswith("dhcp-option=option6:bootfile-url")]
+
+
+def test_only_clients_matched_by_a_hostsdir_entry_are_served(tmp_path):
+    # A client whose MAC dnsmasq cannot learn matches no entry, not even the deny wildcard.
+    assert "dhcp-ignore=tag:!known" in rendered(tmp_path, BASE)
 
 
 def test_ipxe_chaining(tmp_path):
@@ -175,6 +187,7 @@ INVALID = [
     ({**BASE, "dhcp_range_v6": "2001:db8::9,2001:db8::1"}, "start 2001:db8::9 is after end"),
     ({**BASE, "dhcp_range_v6": "2001:db8::1,2001:db8::9,48"}, "prefix length must be a number"),
     ({**BASE, "ipv6_bootfile_url": "tftp://[2001:db8::1]/x"}, "without dhcp_range_v6"),
+    ({**BASE, "ipv6_arm64_bootfile_url": "tftp://[2001:db8::1]/x"}, "without dhcp_range_v6"),
     ({**BASE, "ipxe_script_url": "http://192.0.2.1/boot.ipxe,extra"}, "without spaces, commas"),
     ({**BASE, "ipxe_script_url": "ftp://192.0.2.1/boot.ipxe"}, "starting with http or https"),
     ({**BASE, "http_boot_url": "/ipxe.efi"}, "starting with http or https"),
@@ -244,16 +257,16 @@ def test_install_is_atomic_0644_and_reports_changes(tmp_path):
     conf = make_conf(tmp_path)
     old_umask = os.umask(0o077)  # the file must stay readable by dnsmasq whatever the umask
     try:
-        assert config.render_and_install(conf, str(target)) is True
+        assert render_and_install(conf, target) is True
     finally:
         os.umask(old_umask)
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
     assert target.read_text() == config.render_conf(conf)
     inode = target.stat().st_ino
-    assert config.render_and_install(conf, str(target)) is False
+    assert render_and_install(conf, target) is False
     assert target.stat().st_ino == inode  # unchanged: not rewritten
     conf.set_override("lease_time", "1h", group="dnsmasq")
-    assert config.render_and_install(conf, str(target)) is True
+    assert render_and_install(conf, target) is True
     assert target.stat().st_ino != inode  # replaced by rename, never rewritten in place
     assert "dhcp-range=192.0.2.100,192.0.2.200,255.255.255.0,1h" in target.read_text()
     assert os.listdir(target.parent) == ["dnsmasq.conf"]
@@ -267,7 +280,7 @@ def test_configuration_refused_by_dnsmasq_keeps_the_old_file(tmp_path):
                         "bogus-option=1\n")
     conf = make_conf(tmp_path, {**BASE, "template": str(template)})
     with pytest.raises(config.DnsmasqTestFailed) as info:
-        config.render_and_install(conf, str(target))
+        render_and_install(conf, target)
     assert "line 3: 'bogus-option=1'" in str(info.value)
     assert "bad option" in str(info.value)
     assert target.read_text() == "# the running configuration\nport=0\n"
@@ -279,7 +292,7 @@ def test_invalid_values_keep_the_old_file(tmp_path):
     target.write_text("port=0\n")
     conf = make_conf(tmp_path, {**BASE, "dhcp_ranges": "192.0.2.9,192.0.2.1"})
     with pytest.raises(InvalidSettings):
-        config.render_and_install(conf, str(target))
+        render_and_install(conf, target)
     assert target.read_text() == "port=0\n"
 
 
@@ -351,3 +364,8 @@ def test_template_shipped_in_etc_is_the_default():
 def test_dnsmasq_binary_missing_is_a_clear_error():
     with pytest.raises(DnsmasqConfigError, match="not found: install dnsmasq-base"):
         config.check("port=0\n", binary="no-such-dnsmasq")
+
+
+def render_and_install(conf, target) -> bool:
+    """What ``render-dnsmasq-config`` does: render, check with dnsmasq, install."""
+    return config.install(config.render_conf(conf), str(target), conf.dnsmasq.binary)

@@ -4,7 +4,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pxe_filter.metrics import FilterMetrics
-from pxe_filter.state import StatusRecorder
+from pxe_filter.status.recorder import StatusRecorder
 from pxe_filter.sync import BroadcastResult, SyncResult
 
 
@@ -54,15 +54,14 @@ def test_notifications_by_outcome_and_reason(tmp_path):
     status = recorder(tmp_path)
     status.notification_counts = lambda: {"received": 5, "applied": 2, "not relevant": 1,
                                           "ignored: malformed": 1,
-                                          "ignored: older than one already applied": 1}
+                                          "retried: database error": 3}
     found = samples(FilterMetrics(status))
     name = "ironic_pxe_filter_notifications_total"
     assert found[("ironic_pxe_filter_notifications_received_total", ())] == 5
     assert found[(name, (("outcome", "applied"), ("reason", "")))] == 2
     assert found[(name, (("outcome", "not_relevant"), ("reason", "")))] == 1
     assert found[(name, (("outcome", "ignored"), ("reason", "malformed")))] == 1
-    assert found[(name, (("outcome", "ignored"),
-                         ("reason", "older_than_one_already_applied")))] == 1
+    assert found[(name, (("outcome", "retried"), ("reason", "database_error")))] == 3
 
 
 def test_fail_closed_follows_the_status(tmp_path):

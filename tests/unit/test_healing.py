@@ -4,11 +4,12 @@ import shutil
 
 import pytest
 
-from pxe_filter.checks import FatalError, HostsdirLock
+from pxe_filter.checks import FatalError
 from pxe_filter.dnsmasq.control import RELOADED, Control
-from pxe_filter.healing import SelfHealer
+from pxe_filter.hostsdir_lock import HostsdirLock
+from pxe_filter.selfheal.healer import SelfHealer
 from pxe_filter.source import MemorySource
-from pxe_filter.state import StatusRecorder
+from pxe_filter.status.recorder import StatusRecorder
 from pxe_filter.sync import FilterSync
 
 ALLOWED, DENIED = "52:54:00:00:77:01", "52:54:00:00:77:02"

@@ -1,14 +1,14 @@
 """The hostsdir writer against a real directory: atomic, content-based, never deleting."""
 
 import os
-import shutil
 import stat
-import subprocess
 
 import pytest
 
+from pxe_filter.foreign_files import remove_foreign
 from pxe_filter.hostsdir import WILDCARD, HostsDir
 from pxe_filter.policy import DesiredState
+from tests.support.files import chattr
 
 M1, M2, M3 = "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"
 ALLOW, DENY = "{}\n", "{},ignore\n"
@@ -95,17 +95,59 @@ def test_non_canonical_spellings_are_repaired_in_place(tmp_path, hd):
     assert _read(tmp_path, "52-54-00-00-00-09") == ALLOW.format("52:54:00:00:00:09")
 
 
-def test_files_not_named_as_macs_are_left_alone(tmp_path, hd):
-    others = {"README": "hello\n", "hosts.conf": "52:54:00:00:00:01\n",
-              "52:54:00:00:01": "short\n", "52:54:00:00:00:01~": "backup\n",
-              ".hidden": "x\n", ".other.tmp": "y\n", "zz:zz:zz:zz:zz:zz": "z\n"}
-    for name, text in others.items():
+def test_files_the_filter_did_not_write_are_removed_dotfiles_kept(tmp_path, hd):
+    foreign = {"README": "hello\n", "hosts.conf": "52:54:00:00:00:01\n",
+               "52:54:00:00:01": "short\n", "52:54:00:00:00:01~": "backup\n",
+               "zz:zz:zz:zz:zz:zz": "z\n", "zz-all": "*:*:*:*:*:*\n",
+               f"{M1}.bak": ALLOW.format(M1)}
+    dotfiles = {".hidden": "x\n", ".other.tmp": "y\n"}
+    for name, text in {**foreign, **dotfiles}.items():
         (tmp_path / name).write_text(text)
-    before = {name: os.stat(tmp_path / name) for name in others}
-    _sync(hd, DesiredState(deny={M1}))
-    for name, text in others.items():
-        assert _read(tmp_path, name) == text
-        assert os.stat(tmp_path / name).st_ino == before[name].st_ino
+    os.mkdir(tmp_path / "subdir")  # dnsmasq reads no directory: left alone
+    hd.scan()
+    report = remove_foreign(hd)
+    assert sorted(report.removed) == sorted(foreign)
+    assert report.reload_needed and not report.failed
+    assert set(os.listdir(tmp_path)) == {*dotfiles, "subdir"}
+    hd.write_all(hd.changes(DesiredState(deny={M1})))
+    assert not remove_foreign(hd).reload_needed  # nothing left, nothing to reload for
+
+
+def test_foreign_file_that_cannot_be_deleted_nor_emptied_fails(tmp_path, hd):
+    (tmp_path / "zz-all").write_text("*:*:*:*:*:*\n")
+    chattr("+a", tmp_path / "zz-all")  # append-only: cannot be deleted nor emptied
+    try:
+        hd.scan()
+        report = remove_foreign(hd)
+        assert list(report.failed) == ["zz-all"] and hd.failing
+    finally:
+        chattr("-a", tmp_path / "zz-all")
+    report = remove_foreign(hd)
+    assert report.removed == ["zz-all"] and not hd.failing
+
+
+def test_foreign_file_in_an_immutable_directory_is_emptied_once(tmp_path, hd):
+    (tmp_path / "zz-all").write_text("*:*:*:*:*:*\n")
+    hd.scan()
+    chattr("+i", tmp_path)  # no entry can be removed; the file itself can be written
+    try:
+        report = remove_foreign(hd)
+        assert report.neutralised == ["zz-all"] and report.reload_needed
+        assert _read(tmp_path, "zz-all") == ""
+        assert not remove_foreign(hd).reload_needed  # still empty: no second reload
+        (tmp_path / "zz-all").write_text("*:*:*:*:*:*\n")
+        assert remove_foreign(hd).neutralised == ["zz-all"]
+    finally:
+        chattr("-i", tmp_path)
+
+
+def test_foreign_file_deleted_by_someone_else_still_needs_a_reload(tmp_path, hd):
+    (tmp_path / "zz-extra").write_text(ALLOW.format(M2))
+    hd.scan()
+    os.unlink(tmp_path / "zz-extra")
+    hd.scan()
+    report = remove_foreign(hd)
+    assert report.gone == ["zz-extra"] and report.reload_needed
 
 
 def test_files_without_port_follow_the_unknown_policy_and_are_never_deleted(tmp_path, hd):
@@ -161,17 +203,11 @@ def test_symlink_named_as_mac_is_replaced_not_followed(tmp_path, hd):
     assert _read(tmp_path, M1) == DENY.format(M1)
 
 
-def _chattr(flag, path):
-    if shutil.which("chattr") is None:
-        pytest.skip("chattr not installed")
-    proc = subprocess.run(["chattr", flag, str(path)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"chattr unsupported here: {proc.stderr.strip()}")
 
 
 def test_one_failing_file_fails_alone_and_is_retried(tmp_path, hd, caplog):
     (tmp_path / M2).write_text(ALLOW.format(M2))
-    _chattr("+i", tmp_path / M2)  # immutable: even root cannot replace it
+    chattr("+i", tmp_path / M2)  # immutable: even root cannot replace it
     os.mkdir(tmp_path / M3)  # a directory squatting on a MAC's name
     try:
         desired = DesiredState(allow={M1}, deny={M2, M3})
@@ -183,7 +219,7 @@ def test_one_failing_file_fails_alone_and_is_retried(tmp_path, hd, caplog):
         report = _sync(hd, desired)
         assert report.failed == 2 and report.written == 0  # retried, still failing
     finally:
-        _chattr("-i", tmp_path / M2)
+        chattr("-i", tmp_path / M2)
     os.rmdir(tmp_path / M3)
     report = _sync(hd, desired)
     assert report.failed == 0 and report.written == 2

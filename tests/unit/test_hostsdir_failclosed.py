@@ -6,19 +6,20 @@ dnsmasq itself is the oracle in tests/resilience/; these pin the writer's decisi
 import ctypes
 import json
 import os
-import shutil
-import subprocess
 import threading
 
 import pytest
 
 from pxe_filter.dnsmasq.control import RELOADED, Control
 from pxe_filter.failsafe import FailSafe
+from pxe_filter.foreign_files import remove_foreign
 from pxe_filter.hostsdir import RESERVE, WILDCARD, HostsDir
 from pxe_filter.policy import DesiredState
 from pxe_filter.source import MemorySource
-from pxe_filter.state import STATE_NAME, StatusRecorder
+from pxe_filter.status.recorder import STATE_NAME, StatusRecorder
 from pxe_filter.sync import FilterSync
+from tests.support import services
+from tests.support.files import chattr
 
 M1, M2, M3 = "52:54:00:00:11:01", "52:54:00:00:11:02", "52:54:00:00:11:03"
 ALLOW_ALL, DENY_ALL = "*:*:*:*:*:*\n", "*:*:*:*:*:*,ignore\n"
@@ -41,15 +42,9 @@ def exchange(a, b) -> None:
     if libc.renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b),
                       RENAME_EXCHANGE) != 0:
         err = ctypes.get_errno()
-        pytest.skip(f"renameat2(RENAME_EXCHANGE) unsupported: {os.strerror(err)}")
+        services.unavailable("renameat2(RENAME_EXCHANGE)", os.strerror(err))
 
 
-def _chattr(flag, path):
-    if shutil.which("chattr") is None:
-        pytest.skip("chattr not installed")
-    proc = subprocess.run(["chattr", flag, str(path)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"chattr unsupported here: {proc.stderr.strip()}")
 
 
 @pytest.fixture
@@ -105,13 +100,13 @@ def test_denial_that_cannot_be_replaced_is_written_in_place(tmp_path, hd, monkey
 
 def test_immutable_allow_file_is_unenforced(tmp_path, hd):
     _sync(hd, DesiredState(allow={M1}, unknown_allowed=True))
-    _chattr("+i", tmp_path / M1)
+    chattr("+i", tmp_path / M1)
     try:
         _sync(hd, DesiredState(deny={M1}, unknown_allowed=True))
         assert set(hd.unenforced) == {M1}  # its own allow beats any wildcard
         assert _read(tmp_path, WILDCARD) == DENY_ALL
     finally:
-        _chattr("-i", tmp_path / M1)
+        chattr("-i", tmp_path / M1)
     _sync(hd, DesiredState(deny={M1}, unknown_allowed=True))
     assert not hd.failing and _read(tmp_path, WILDCARD) == ALLOW_ALL
 
@@ -203,7 +198,7 @@ def test_failsafe_stops_dnsmasq_until_every_denial_is_written(tmp_path, hd):
     control = RecordingControl()
     safe, status, _ = _failsafe(tmp_path, hd, control)
     _sync(hd, DesiredState(allow={M1}, unknown_allowed=True))
-    _chattr("+i", tmp_path / M1)
+    chattr("+i", tmp_path / M1)
     try:
         safe.after_writes(_sync(hd, DesiredState(deny={M1}, unknown_allowed=True)), True)
         assert control.calls == ["halt"] and safe.halted
@@ -213,7 +208,7 @@ def test_failsafe_stops_dnsmasq_until_every_denial_is_written(tmp_path, hd):
         safe.after_writes(_sync(hd, DesiredState(deny={M1}, unknown_allowed=True)), True)
         assert control.calls == ["halt"]  # once
     finally:
-        _chattr("-i", tmp_path / M1)
+        chattr("-i", tmp_path / M1)
     # A sync from another thread may not start a supervised dnsmasq: the main one does.
     worker = threading.Thread(target=lambda: safe.after_writes(
         _sync(hd, DesiredState(deny={M1}, unknown_allowed=True)), True))
@@ -241,10 +236,46 @@ def test_failsafe_reloads_when_a_deleted_allow_may_linger(tmp_path, hd):
 def test_failsafe_without_control_asks_the_daemon_to_exit(tmp_path, hd):
     safe, status, _ = _failsafe(tmp_path, hd, Control())
     _sync(hd, DesiredState(allow={M1}, unknown_allowed=True))
-    _chattr("+i", tmp_path / M1)
+    chattr("+i", tmp_path / M1)
     try:
         safe.after_writes(_sync(hd, DesiredState(deny={M1}, unknown_allowed=True)), True)
     finally:
-        _chattr("-i", tmp_path / M1)
+        chattr("-i", tmp_path / M1)
     assert safe.fatal and "BindsTo" in safe.fatal
     assert status.fail_closed_reason.startswith("exiting: ")
+
+
+def test_failsafe_reloads_after_a_foreign_file_is_removed(tmp_path, hd):
+    safe, _, reloads = _failsafe(tmp_path, hd, RecordingControl())
+    (tmp_path / "zz-all").write_text("*:*:*:*:*:*\n")
+    hd.scan()
+    safe.after_foreign(remove_foreign(hd))
+    assert len(reloads) == 1 and "zz-all" in reloads[0]
+    safe.after_foreign(remove_foreign(hd))  # nothing new: no second reload
+    assert len(reloads) == 1
+
+
+def test_failsafe_stops_dnsmasq_while_a_foreign_file_stays(tmp_path, hd):
+    control = RecordingControl()
+    safe, status, _ = _failsafe(tmp_path, hd, control)
+    (tmp_path / "zz-extra").write_text(f"{M1}\n")
+    hd.scan()
+    chattr("+i", tmp_path / "zz-extra")
+    try:
+        safe.after_foreign(remove_foreign(hd))
+        assert control.calls == ["halt"] and "zz-extra" in status.fail_closed_reason
+        safe.after_writes(_sync(hd, DesiredState(deny={M1})), True)
+        assert control.calls == ["halt"]  # still there: dnsmasq stays stopped
+    finally:
+        chattr("-i", tmp_path / "zz-extra")
+    safe.after_foreign(remove_foreign(hd))
+    safe.after_writes(_sync(hd, DesiredState(deny={M1})), True)
+    assert control.calls == ["halt", "start"] and not status.fail_closed
+
+
+def test_failsafe_without_control_exits_after_a_foreign_file_is_removed(tmp_path, hd):
+    safe, _, _ = _failsafe(tmp_path, hd, Control())
+    (tmp_path / "zz-all").write_text("*:*:*:*:*:*\n")
+    hd.scan()
+    safe.after_foreign(remove_foreign(hd))
+    assert safe.fatal and "no [dnsmasq]control can reload it" in safe.fatal

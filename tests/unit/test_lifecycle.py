@@ -3,6 +3,7 @@
 import logging
 import os
 import signal
+import socket
 
 import pytest
 
@@ -60,3 +61,38 @@ def test_sigterm_wakes_the_idle_loop():
         signal.set_wakeup_fd(-1)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@pytest.fixture
+def notify_socket(tmp_path, monkeypatch):
+    """A datagram socket standing in for systemd's $NOTIFY_SOCKET; its received messages."""
+    path = tmp_path / "notify"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(path))
+    sock.setblocking(False)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(path))
+
+    def received() -> list[str]:
+        messages = []
+        while True:
+            try:
+                messages.append(sock.recv(4096).decode())
+            except BlockingIOError:
+                return messages
+    yield received
+    sock.close()
+
+
+def test_systemd_status_says_why_the_service_stopped(notify_socket):
+    def start():
+        raise lifecycle.ServiceError("invalid configuration: sync_period too small", 2)
+    run(start=start)
+    assert notify_socket()[-1] == ("STOPPING=1\nSTATUS=failed: invalid configuration: "
+                                   "sync_period too small")
+
+
+def test_systemd_status_names_a_configuration_error(notify_socket):
+    def load():
+        raise ConfigError("bad file")
+    run(load=load)
+    assert notify_socket() == ["STATUS=configuration error: bad file"]

@@ -14,8 +14,10 @@ M1, M2, M3 = "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"
 
 def _state(nodes, ports, interfaces=("agent",), discovery=False, deny_unknown=False):
     inspecting = policy.nodes_on_inspection(nodes, interfaces)
-    return policy.compute(ports, inspecting, discovery_enabled=discovery,
-                          deny_unknown_macs=deny_unknown)
+    allow = {address for address, node_id in ports if node_id in inspecting}
+    deny = {address for address, node_id in ports if node_id not in inspecting}
+    return policy.compute_split(allow, deny, bool(inspecting), discovery_enabled=discovery,
+                                deny_unknown_macs=deny_unknown)
 
 
 @pytest.mark.parametrize("state", ["inspect wait", "inspecting"])

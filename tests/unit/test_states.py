@@ -38,3 +38,30 @@ def test_anything_else_is_refused_and_changes_nothing(state, event):
         states.apply(node, event)
     assert exc.value.code == 400 and f'"{event}"' in str(exc.value)
     assert (node.provision_state, node.target_provision_state) == (state, "kept")
+
+
+@pytest.mark.parametrize("move", [states.finish, states.fail])
+def test_a_discovered_node_stays_enrolled_whatever_processing_ends_with(move):
+    node = Node(uuid="d", provision_state="enroll", auto_discovered=True)
+    assert states.processable(node) == (True, "")
+    move(node)
+    assert (node.provision_state, node.target_provision_state) == ("enroll", None)
+
+
+def test_processing_ends_an_inspection_as_ironic_does():
+    done = Node(uuid="a", provision_state="inspect wait", target_provision_state="manageable")
+    failed = Node(uuid="b", provision_state="inspect wait", target_provision_state="manageable")
+    states.finish(done)
+    states.fail(failed)
+    assert (done.provision_state, failed.provision_state) == ("manageable", "inspect failed")
+
+
+@pytest.mark.parametrize(("columns", "why"), [
+    ({"provision_state": "enroll", "auto_discovered": True, "last_error": "x"},
+     "already processed"),
+    ({"provision_state": "enroll", "auto_discovered": False}, "not 'inspect wait'"),
+    ({"provision_state": "inspect failed"}, "aborted, timed out or already finished"),
+])
+def test_what_is_not_processable_says_why(columns, why):
+    ok, reason = states.processable(Node(uuid="n", **columns))
+    assert not ok and why in reason

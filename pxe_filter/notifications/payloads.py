@@ -1,9 +1,12 @@
-"""Ironic's versioned notifications, read as untrusted input: which node may have changed.
+"""Ironic's versioned notifications, read as untrusted input: which node or port may have
+changed.
 
-Only the node matters: whatever a payload says about states or ports, the follower re-reads
-that node from the database (:mod:`pxe_filter.follower`), so a notification can never make
-the files say something the database does not. Anything that is not a well-formed Ironic
-notification raises :class:`Malformed` with a short reason, for one summary log line.
+Only the UUIDs matter: whatever a payload says about states, addresses or times, the
+follower re-reads that node or port from the database
+(:mod:`pxe_filter.notifications.follower`), so a notification can never make the files say
+something the database does not. The payload's address is not even kept. Anything that is
+not a well-formed Ironic notification raises :class:`Malformed` with a short reason, for one
+summary log line.
 """
 
 import json
@@ -29,18 +32,15 @@ class Malformed(ValueError):
 
 @dataclass(frozen=True)
 class NodeChanged:
-    """A notification saying node ``node_uuid`` may serve other MACs now.
-
-    For a port event, ``port_uuid`` and ``address`` (as Ironic sent it: the new one on an
-    update) say which port; ``deleted`` is true for a port's or node's deletion.
-    """
+    """A notification saying node ``node_uuid`` (or, for a port event, port ``port_uuid``)
+    may serve other MACs now; ``deleted`` is true for a port's or node's deletion. The
+    timestamp is the publisher's clock: logged, never compared."""
 
     event_type: str
     node_uuid: str
     timestamp: str
     message_id: str
     port_uuid: str | None = None
-    address: str | None = None
     deleted: bool = False
 
 
@@ -75,17 +75,14 @@ def parse(body: object) -> NodeChanged | None:
     if not isinstance(timestamp, str) or not _TIMESTAMP.fullmatch(timestamp):
         raise Malformed(f"{event_type}: timestamp missing or not a date and time")
     message_id = message.get("message_id")
-    port_uuid = address = None
+    port_uuid = None
     if event_type.startswith(PORT_EVENTS):
-        port_uuid, address = data.get("uuid"), data.get("address")
+        port_uuid = data.get("uuid")
         if not isinstance(port_uuid, str) or not _UUID.fullmatch(port_uuid):
             raise Malformed(f"{event_type}: uuid is not a UUID")
-        if not isinstance(address, str) or len(address) > 64:
-            raise Malformed(f"{event_type}: address is not a string")
     return NodeChanged(event_type, node_uuid.lower(), timestamp.replace("T", " "),
                        message_id if isinstance(message_id, str) else "",
-                       port_uuid.lower() if port_uuid else None, address,
-                       ".delete." in event_type)
+                       port_uuid.lower() if port_uuid else None, ".delete." in event_type)
 
 
 def _unwrap(body: object) -> dict:

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from pxe_filter import conf as filter_conf
-from pxe_filter import state
 from pxe_filter.common import logs
 from pxe_filter.common.config import (
     FILTER_DEFAULTS,
@@ -22,6 +21,7 @@ from pxe_filter.common.config import (
     files_or_default,
     load,
 )
+from pxe_filter.status import recorder as state
 
 PROG = "ironic-pxe-filter status"
 NOT_RUNNING = 3

@@ -12,9 +12,10 @@ import os
 from collections.abc import Callable
 from typing import NoReturn
 
-from pxe_filter.checks import FatalError, HostsdirLock
+from pxe_filter.checks import FatalError
 from pxe_filter.dnsmasq.control import Control, ControlError
-from pxe_filter.state import StatusRecorder
+from pxe_filter.hostsdir_lock import HostsdirLock
+from pxe_filter.status.recorder import StatusRecorder
 from pxe_filter.sync import FilterSync
 
 LOG = logging.getLogger("pxe_filter.daemon")  # the name operators already grep for

@@ -1,0 +1,1 @@
+"""Ironic's versioned notifications: the queue listener, the payload parser, the follower."""

@@ -1,0 +1,1 @@
+"""Self-healing hostsdir: the inotify watcher and the healer that puts files back."""
