@@ -163,9 +163,21 @@ api_opts = [
     cfg.IntOpt("auth_failure_window", default=60, min=1,
                help="Seconds over which failed logins are counted per client address."),
     cfg.IntOpt("auth_concurrency", min=1, sample_default="half the CPUs, at least 1",
-               help="Password checks (bcrypt) run at once; more get 429 at once, so that "
-                    "guessers never hold the threads, nor the CPUs, the ramdisk callback "
-                    "needs. Unset: half the CPUs, at least 1."),
+               help="Password checks (bcrypt) run at once, so that guessers never hold "
+                    "the CPUs the ramdisk callback needs; more wait in auth_queue_length. "
+                    "Unset: half the CPUs, at least 1."),
+    cfg.IntOpt("auth_queue_length", default=2, min=0,
+               help="Password checks that may wait for one of auth_concurrency, at most "
+                    "one per client address. They are "
+                    "served by priority: first clients that logged in before as that user "
+                    "from that address, then addresses with the fewest failed or refused "
+                    "checks within auth_failure_window. A check that finds the queue full "
+                    "of better or equal ones gets 429; a better one pushes out the worst "
+                    "waiting one (429). auth_concurrency + auth_queue_length must stay at "
+                    "most threads - 2, so that waiting checks never hold the threads the "
+                    "ramdisk callback needs."),
+    cfg.IntOpt("auth_queue_timeout", default=10, min=1,
+               help="Seconds a password check waits in the queue before it gets 429."),
     cfg.IntOpt("threads", default=8, min=1,
                help="Request threads of the WSGI server."),
     cfg.IntOpt("connection_limit", default=1000, min=10,
@@ -173,6 +185,16 @@ api_opts = [
                     "wait. A batch of machines booting at once each holds one."),
     cfg.IntOpt("channel_timeout", default=30, min=1,
                help="Seconds an idle keep-alive connection stays open."),
+    cfg.IntOpt("connections_per_client", default=50, min=0,
+               help="Open connections one client address may hold; its further ones are "
+                    "closed at once, so that one client cannot take the connection_limit "
+                    "the machines booting need. 0: no limit (behind a proxy, where every "
+                    "connection comes from the proxy, set it above the proxy's own)."),
+    cfg.IntOpt("request_deadline", default=60, min=1,
+               help="Seconds within which a request's headers and body must arrive, from "
+                    "its first byte; a connection still sending after that is closed (a "
+                    "client trickling a header line every few seconds is never idle, so "
+                    "channel_timeout alone does not close it)."),
     cfg.IntOpt("processing_threads", default=4, min=1,
                help="Threads processing inspection data in-process (all-in-one mode, "
                     "[DEFAULT]transport_url unset)."),

@@ -26,6 +26,8 @@ CALLBACK_OUTCOMES = ("accepted", "discovered", "bad_request", "not_found", "lock
 #: [processing]max_pending_callbacks or max_pending_bytes.
 REFUSAL_REASONS = ("rate_limit", "pending_rows", "pending_bytes")
 LOOKUP_METHODS = ("uuid", "mac", "bmc")
+LOGIN_OUTCOMES = ("ok", "failed", "throttled", "queue_full")
+CONNECTION_CLOSE_REASONS = ("per_client_limit", "request_deadline")
 PROCESSED_OUTCOMES = ("finished", "failed", "skipped", "error")
 #: Processing takes tens of milliseconds; a busy database or many rules make it seconds.
 PROCESSING_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -57,6 +59,14 @@ TIMEOUTS = Counter(
     PREFIX + "timeouts", "Inspections failed because no data came within "
     "[inspector]inspect_wait_timeout (counted by the worker that failed them)",
     registry=REGISTRY)
+LOGINS = Counter(
+    PREFIX + "logins", "Admin requests' password checks by outcome (ok: also remembered "
+    "credentials; failed; throttled: the address failed too often; queue_full: no turn in "
+    "the password check queue)", ["outcome"], registry=REGISTRY)
+CONNECTIONS_CLOSED = Counter(
+    PREFIX + "connections_closed", "Client connections the API closed, by reason "
+    "(per_client_limit: [api]connections_per_client; request_deadline: "
+    "[api]request_deadline)", ["reason"], registry=REGISTRY)
 IN_PROGRESS = Gauge(
     PREFIX + "processing_in_progress", "Inspection data being processed right now",
     registry=REGISTRY)

@@ -32,7 +32,7 @@ from pxe_filter.foreign_files import ForeignReport
 from pxe_filter.hostsdir_lock import HostsdirLock
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notifications.follower import NotificationFollower
-from pxe_filter.notifications.listener import NotificationListener, kombu_urls
+from pxe_filter.notifications.listener import NotificationListener, broker_connection
 from pxe_filter.selfheal.healer import SelfHealer
 from pxe_filter.selfheal.watcher import HostsdirWatcher
 from pxe_filter.source import DatabaseSource
@@ -117,7 +117,7 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
                 raise FatalConfigError(
                     "[pxe_filter]ironic_notifications = true needs Ironic's message bus: set "
                     "[oslo_messaging_notifications]transport_url (or [DEFAULT]transport_url)")
-            kombu_urls(notification_url)  # refuses what is not RabbitMQ, before anything
+            broker_connection(notification_url)  # refuses what cannot work, before anything
     except (cfg.Error, ValueError) as exc:
         raise FatalConfigError(f"invalid configuration: {exc}") from None
     check_sqlite_file(conf.database.connection)

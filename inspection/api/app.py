@@ -29,6 +29,7 @@ from inspection.api import (
     traits,
     versions,
 )
+from inspection.api.addresses import client_address, proxy_headers_parsed
 from inspection.api.auth import REALM, BasicAuth, Throttled, default_concurrency
 from inspection.api.context import EXTENSION, ApiContext
 from inspection.api.dispatch import InProcessDispatcher, RpcDispatcher
@@ -83,7 +84,11 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
     checker = BasicAuth(conf.api.http_basic_auth_user_file,
                         max_failures=conf.api.auth_max_failures,
                         failure_window=conf.api.auth_failure_window,
-                        concurrency=conf.api.auth_concurrency or default_concurrency())
+                        concurrency=conf.api.auth_concurrency or default_concurrency(),
+                        queue_length=conf.api.auth_queue_length,
+                        queue_timeout=conf.api.auth_queue_timeout)
+
+    behind_proxy = proxy_headers_parsed(conf)
 
     @app.before_request
     def authenticate():
@@ -91,7 +96,7 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
             return None
         try:
             if checker.check(request.headers.get("Authorization"),
-                             request.remote_addr or "") is not None:
+                             client_address(behind_proxy)) is not None:
                 return None
         except Throttled as exc:
             return errors.json_error(429, f"Too many login attempts ({exc}); retry in "

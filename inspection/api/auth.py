@@ -1,10 +1,13 @@
 """HTTP basic authentication against an htpasswd file of bcrypt hashes (Ironic's standalone
 mode), re-read whenever the file changes.
 
-Guessing is made slow and useless: an unknown user costs the same bcrypt work as a known one
-(no user enumeration by timing), a client address with too many failures is refused without
-any work for a while (429), and at most a few password checks run at once, so guessers can
-never occupy the threads the unauthenticated ramdisk callback needs (429 beyond that)."""
+Guessing is made slow and useless: every check costs the bcrypt work of the costliest hash in
+the file, whoever the user and whatever their hash's cost (no user enumeration by timing); a
+client address with too many failures is refused without any work for a while (429), except
+for a user who logged in from that address before; and at most a few password checks run at
+once, the others waiting in a short priority queue (:mod:`inspection.api.login_queue`), so
+guessers occupy neither the threads the ramdisk callback needs nor the admin's turn.
+Passwords are compared on their first 72 bytes, as htpasswd and Apache do."""
 
 import base64
 import binascii
@@ -20,6 +23,9 @@ from collections import OrderedDict
 
 import bcrypt
 
+from inspection import metrics
+from inspection.api.login_queue import LoginQueue, QueueFull
+
 LOG = logging.getLogger("inspection.api.auth")
 
 REALM = "ironic-inspection"
@@ -28,7 +34,11 @@ _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
 _CACHE_LIMIT = 256
 #: Client addresses whose failures are remembered at most (oldest forgotten first).
 _TRACKED_CLIENTS = 10000
+#: Events remembered per client address (enough to rank it; memory stays bounded).
+_EVENTS_PER_CLIENT = 1000
 _COST = re.compile(rb"\$2[aby]\$(\d\d)\$")
+#: bcrypt uses the first 72 bytes of a password; so do htpasswd and Apache.
+BCRYPT_MAX_BYTES = 72
 
 
 class Throttled(Exception):
@@ -83,8 +93,9 @@ def parse_htpasswd(path: str) -> dict[str, bytes]:
 class BasicAuth:
     """Checks ``Authorization: Basic`` headers; the file is re-read when it changes."""
 
-    def __init__(self, path: str, max_failures: int = 10, failure_window: int = 60,
-                 concurrency: int = 2) -> None:
+    def __init__(self, path: str, *, max_failures: int = 10, failure_window: int = 60,
+                 concurrency: int = 2, queue_length: int = 2,
+                 queue_timeout: float = 10.0) -> None:
         self.path = path
         self.max_failures = max_failures
         self.failure_window = failure_window
@@ -96,7 +107,10 @@ class BasicAuth:
         self._stamp = self._file_stamp()
         self._verified: set[bytes] = set()
         self._failures: OrderedDict[str, list[float]] = OrderedDict()
-        self._checks = threading.BoundedSemaphore(concurrency)
+        self._refusals: OrderedDict[str, list[float]] = OrderedDict()
+        # (address, user) pairs that logged in: never throttled by others' failures there.
+        self._trusted: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._queue = LoginQueue(concurrency, queue_length, queue_timeout)
 
     def _file_stamp(self) -> tuple | None:
         try:
@@ -139,27 +153,75 @@ class BasicAuth:
         digest = hmac.new(self._key, b"\0".join([user.encode(), password.encode(),
                                                  stored or b""]), hashlib.sha256).digest()
         with self._lock:
-            if stored is not None and digest in self._verified:
-                return user
-        self._refuse_if_failing(client)
-        if not self._checks.acquire(blocking=False):
-            raise Throttled("too many password checks at once", 1)
+            remembered = stored is not None and digest in self._verified
+            trusted = (client, user) in self._trusted
+        if remembered:
+            self._trust(client, user)
+            metrics.LOGINS.labels("ok").inc()
+            return user
+        if not trusted:
+            self._refuse_if_failing(client)
+        # Who pressed least lately goes first: a fresh address beats any guesser.
+        priority = (0 if trusted else 1, self._pressure(client))
         try:
-            # An unknown user is checked against a dummy hash of the same cost: the answer
-            # takes as long as for a known user with a wrong password.
-            ok = bcrypt.checkpw(password.encode(), stored or self._dummy) and stored is not None
-        except ValueError:  # a malformed hash
-            ok = False
-        finally:
-            self._checks.release()
+            with self._queue.slot(client, priority):
+                ok = self._verify(password.encode()[:BCRYPT_MAX_BYTES], stored)
+        except QueueFull as exc:
+            metrics.LOGINS.labels("queue_full").inc()
+            self._remember(self._refusals, client)
+            raise Throttled(str(exc), 1) from None
         if ok:
             with self._lock:
                 if len(self._verified) >= _CACHE_LIMIT:
                     self._verified.clear()
                 self._verified.add(digest)
+            self._trust(client, user)
+            metrics.LOGINS.labels("ok").inc()
             return user
+        metrics.LOGINS.labels("failed").inc()
         self._record_failure(client)
         return None
+
+    def _verify(self, secret: bytes, stored: bytes | None) -> bool:
+        # Every check costs what the costliest hash in the file costs: an unknown user is
+        # checked against the dummy hash, a user hashed at a lower cost pays the difference
+        # with the dummy too. The time never tells who exists, nor whose hash is weak.
+        dummy = self._dummy
+        ok = False
+        if stored is not None:
+            try:
+                ok = bcrypt.checkpw(secret, stored)
+            except ValueError:  # a malformed hash
+                ok = False
+        if stored is None or _cost(stored) < _cost(dummy):
+            bcrypt.checkpw(secret, dummy)
+        return ok
+
+    def _trust(self, client: str, user: str) -> None:
+        with self._lock:
+            self._trusted[(client, user)] = None
+            self._trusted.move_to_end((client, user))
+            while len(self._trusted) > _TRACKED_CLIENTS:
+                self._trusted.popitem(last=False)
+
+    def _pressure(self, client: str) -> int:
+        """Failed checks and checks refused for want of a turn, from ``client`` lately."""
+        now = time.monotonic()
+        with self._lock:
+            return sum(1 for events in (self._failures, self._refusals)
+                       for t in events.get(client, ()) if now - t < self.failure_window)
+
+    def _remember(self, events: OrderedDict[str, list[float]], client: str) -> int:
+        """Note an event of ``client`` now; how many it has (bounded memory)."""
+        now = time.monotonic()
+        with self._lock:
+            times = [t for t in events.get(client, ()) if now - t < self.failure_window]
+            times.append(now)
+            events[client] = times[-_EVENTS_PER_CLIENT:]
+            events.move_to_end(client)
+            while len(events) > _TRACKED_CLIENTS:
+                events.popitem(last=False)
+            return len(times)
 
     def _refuse_if_failing(self, client: str) -> None:
         now = time.monotonic()
@@ -171,22 +233,23 @@ class BasicAuth:
                 self._failures.pop(client, None)
             if len(recent) >= self.max_failures:
                 wait = int(self.failure_window - (now - recent[0])) + 1
+                metrics.LOGINS.labels("throttled").inc()
                 raise Throttled(f"{len(recent)} failed logins from this address", wait)
 
     def _record_failure(self, client: str) -> None:
-        with self._lock:
-            self._failures.setdefault(client, []).append(time.monotonic())
-            self._failures.move_to_end(client)
-            while len(self._failures) > _TRACKED_CLIENTS:
-                self._failures.popitem(last=False)
-            count = len(self._failures[client])
+        count = self._remember(self._failures, client)
         if count == self.max_failures:
             LOG.warning("%d failed logins from %s within %d s: refusing its logins for a "
                         "while", count, client or "an unknown address", self.failure_window)
 
 
+def _cost(digest: bytes) -> int:
+    match = _COST.match(digest)
+    return int(match.group(1)) if match else 0
+
+
 def _dummy_hash(users: dict[str, bytes]) -> bytes:
-    """A bcrypt hash of a random password, as costly as the users' own hashes."""
-    costs = [int(m.group(1)) for h in users.values() if (m := _COST.match(h))]
+    """A bcrypt hash of a random password, as costly as the costliest of the users' hashes."""
+    costs = [_cost(h) for h in users.values()]
     rounds = max(costs) if costs else 12
     return bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(max(4, min(rounds, 31))))

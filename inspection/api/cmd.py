@@ -75,6 +75,15 @@ def check_conf(conf: cfg.ConfigOpts) -> None:
         problem = keystone_problem(conf)
         if problem:
             raise ServiceError(problem, EXIT_CONFIG)
+    if conf.api.auth_strategy == "http_basic":
+        from inspection.api.auth import default_concurrency  # noqa: PLC0415
+
+        held = (conf.api.auth_concurrency or default_concurrency()) + conf.api.auth_queue_length
+        if held > conf.api.threads - 2:
+            raise ServiceError(f"[api]auth_concurrency + auth_queue_length ({held}) would let "
+                               f"password checks hold the threads the ramdisk callback needs: "
+                               f"keep them at most [api]threads - 2 ({conf.api.threads - 2})",
+                               EXIT_CONFIG)
     if (conf.api.auth_strategy == "noauth" and not is_loopback(conf.api.host_ip)
             and not conf.api.allow_insecure_noauth):
         raise ServiceError(f"[api]auth_strategy = noauth would let anyone who reaches "
@@ -153,6 +162,8 @@ class _Api:
         """Build the app (checking everything) and bind the socket; ServiceError."""
         from waitress import create_server  # noqa: PLC0415
 
+        from inspection.api import connections  # noqa: PLC0415
+
         conf = self.conf
         self.app = build(conf)
         try:
@@ -160,11 +171,16 @@ class _Api:
                 self.app, host=conf.api.host_ip, port=conf.api.port, threads=conf.api.threads,
                 connection_limit=conf.api.connection_limit,
                 channel_timeout=conf.api.channel_timeout,
-                ident="ironic-inspection-api", clear_untrusted_proxy_headers=True,
+                ident="ironic-inspection-api",
+                # Behind a proxy, oslo.middleware's HTTPProxyToWSGI reads them; else dropped.
+                clear_untrusted_proxy_headers=not conf.oslo_middleware
+                .enable_proxy_headers_parsing,
                 max_request_body_size=conf.api.max_request_body_size * _WAITRESS_BODY_FACTOR)
         except OSError as exc:
             raise ServiceError(f"Cannot listen on {conf.api.host_ip} port {conf.api.port}: "
                                f"{exc.strerror or exc}", EXIT_RUNTIME) from None
+        connections.install(self.server, conf.api.connections_per_client,
+                            conf.api.request_deadline)
         LOG.info("Listening on http://%s:%s (auth: %s)", conf.api.host_ip, conf.api.port,
                  conf.api.auth_strategy)
         return f"listening on {conf.api.host_ip}:{conf.api.port}"

@@ -83,6 +83,10 @@ def install(app: Flask) -> None:
         metrics.CALLBACK_REFUSALS.labels(reason=reason)
     for method in metrics.LOOKUP_METHODS:
         metrics.LOOKUPS.labels(method=method)
+    for outcome in metrics.LOGIN_OUTCOMES:
+        metrics.LOGINS.labels(outcome=outcome)
+    for reason in metrics.CONNECTION_CLOSE_REASONS:
+        metrics.CONNECTIONS_CLOSED.labels(reason=reason)
     metrics.show_rules("early")  # early rules run in the API's request
     if isinstance(app.extensions[EXTENSION].dispatcher, InProcessDispatcher):
         metrics.show_processing()  # all-in-one: this process processes

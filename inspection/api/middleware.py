@@ -12,6 +12,7 @@ from typing import Any
 
 from oslo_config import cfg
 from oslo_middleware import cors, healthcheck, request_id
+from oslo_middleware.http_proxy_to_wsgi import HTTPProxyToWSGI
 
 from inspection import conf as inspection_conf
 
@@ -124,6 +125,9 @@ def layers(conf: cfg.ConfigOpts) -> list[Callable[[WsgiApp], WsgiApp]]:
         lambda app: with_healthcheck(app, conf),
         lambda app: RequestId(app, conf),
         lambda app: InspectionCORS(app, conf),
+        # Outermost, as in Ironic: everything inside sees the scheme and host the client
+        # used ([oslo_middleware]enable_proxy_headers_parsing).
+        lambda app: HTTPProxyToWSGI(app, conf),
     ]
     return stack
 

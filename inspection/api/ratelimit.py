@@ -18,6 +18,7 @@ from flask import Flask, Response, request
 from oslo_config import cfg
 
 from inspection import metrics
+from inspection.api.addresses import client_address, proxy_headers_parsed
 from inspection.api.errors import json_error
 
 CALLBACK_ENDPOINT = "continue_inspection.continue_inspection"
@@ -82,13 +83,14 @@ def install(app: Flask, conf: cfg.ConfigOpts) -> None:
     if conf.api.callback_rate <= 0:
         return
     buckets = TokenBuckets(conf.api.callback_rate, conf.api.callback_burst)
+    behind_proxy = proxy_headers_parsed(conf)
     metrics.CALLBACK_REFUSALS.labels(reason="rate_limit")
 
     @app.before_request
     def limit_callbacks() -> Response | None:
         if request.endpoint != CALLBACK_ENDPOINT:
             return None
-        wait = buckets.take(client_key(request.remote_addr or ""))
+        wait = buckets.take(client_key(client_address(behind_proxy)))
         if not wait:
             return None
         metrics.CALLBACK_REFUSALS.labels(reason="rate_limit").inc()

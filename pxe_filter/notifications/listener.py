@@ -9,15 +9,23 @@ with ``x-expires`` (RabbitMQ deletes it once unused that long) and ``x-max-lengt
 messages dropped first). Every daemon has its own queue, so each sees every notification and
 no other consumer of the topic loses its copy. The connection is retried in the background:
 while the broker is away, the periodic full sync keeps the files right.
+
+The connection honours oslo.messaging's RabbitMQ options as its own driver reads them
+(``[oslo_messaging_rabbit] ssl, ssl_ca_file, ssl_cert_file, ssl_key_file, ssl_version,
+heartbeat_timeout_threshold, heartbeat_rate, kombu_failover_strategy, rabbit_login_method``,
+each overridable in the URL's query, e.g. ``?ssl=1``), so one configuration serves Ironic, the
+RPC listener and this consumer alike.
 """
 
 import logging
+import ssl
 import threading
 import urllib.parse
 from collections.abc import Callable
 
 import amqp.exceptions
 import kombu
+import kombu.exceptions
 from oslo_config import cfg
 
 from pxe_filter.common.messaging import oslo_messaging_module
@@ -32,6 +40,11 @@ RETRY_INTERVAL = 2.0
 #: Messages in flight to this daemon, and how many are acknowledged at once.
 PREFETCH = 1000
 ACK_EVERY = 200
+
+
+#: oslo.messaging's names of ``[oslo_messaging_rabbit]ssl_version`` values.
+_SSL_VERSIONS = {"tlsv1": "PROTOCOL_TLSv1", "tlsv1_1": "PROTOCOL_TLSv1_1",
+                 "tlsv1_2": "PROTOCOL_TLSv1_2", "sslv23": "PROTOCOL_SSLv23"}
 
 
 def kombu_urls(transport_url: str) -> list[str]:
@@ -57,11 +70,89 @@ def kombu_urls(transport_url: str) -> list[str]:
     return urls
 
 
+def _rabbit_options(conf: cfg.ConfigOpts, query: dict[str, str]) -> dict:
+    """``[oslo_messaging_rabbit]`` values, those named in the URL's query taking precedence
+    (as oslo.messaging's driver reads them); ValueError for a bad query value."""
+    from oslo_messaging import opts as om_opts  # noqa: PLC0415 - after backend selection
+
+    opts = {opt.dest: opt for group, group_opts in om_opts.list_opts()
+            if group == "oslo_messaging_rabbit" for opt in group_opts}
+    conf.register_opts(list(opts.values()), group="oslo_messaging_rabbit")
+    values = {}
+    for name, opt in opts.items():
+        values[name] = getattr(conf.oslo_messaging_rabbit, name)
+        if name in query:
+            try:
+                values[name] = opt.type(query[name])
+            except ValueError:
+                raise ValueError(f"transport URL option {name}={query[name]!r} is not "
+                                 f"valid") from None
+    return values
+
+
+def broker_connection(transport_url: str, conf: cfg.ConfigOpts | None = None
+                      ) -> tuple[kombu.Connection, dict]:
+    """A kombu connection to the broker(s) of ``transport_url`` (failover between several
+    hosts) built as oslo.messaging builds its own, and the options it was built from;
+    ValueError for what cannot work."""
+    conf = conf if conf is not None else cfg.CONF
+    om = oslo_messaging_module()
+    parsed = om.TransportURL.parse(conf, transport_url)
+    urls = kombu_urls(transport_url)
+    options = _rabbit_options(conf, dict(parsed.query or {}))
+    tls: dict | bool = False
+    if options["ssl"]:
+        tls = {}
+        if options["ssl_version"]:
+            name = _SSL_VERSIONS.get(options["ssl_version"].lower(), "")
+            if not hasattr(ssl, name):
+                raise ValueError(f"[oslo_messaging_rabbit]ssl_version "
+                                 f"{options['ssl_version']!r} is not available here")
+            tls["ssl_version"] = getattr(ssl, name)
+        if options["ssl_key_file"]:
+            tls["keyfile"] = options["ssl_key_file"]
+        if options["ssl_cert_file"]:
+            tls["certfile"] = options["ssl_cert_file"]
+        if options["ssl_ca_file"]:
+            tls["ca_certs"] = options["ssl_ca_file"]
+            tls["cert_reqs"] = ssl.CERT_REQUIRED
+            # As oslo.messaging: the name is checked when there is one broker to name.
+            if len(parsed.hosts) == 1:
+                tls["server_hostname"] = parsed.hosts[0].hostname
+        tls = tls or True
+    connection = kombu.Connection(
+        ";".join(urls), ssl=tls, connect_timeout=5,
+        heartbeat=max(0, options["heartbeat_timeout_threshold"]),
+        login_method=options["rabbit_login_method"],
+        failover_strategy=options["kombu_failover_strategy"])
+    return connection, options
+
+
+def describe_failure(exc: BaseException, tls: bool) -> str:
+    """What went wrong connecting, with the likely fix when TLS is on one side only."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, kombu.exceptions.OperationalError):  # kombu's wrapper of the cause
+        exc = exc.__cause__ or exc.__context__ or exc
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"{text}: the broker's certificate is not trusted; set "
+                f"[oslo_messaging_rabbit]ssl_ca_file to the CA that signed it")
+    if tls and isinstance(exc, ssl.SSLError):
+        return (f"{text}: TLS is on but the broker did not answer with TLS; is it a "
+                f"clear-text port? Use the broker's TLS port (usually 5671)")
+    # A TLS-only listener drops a clear AMQP greeting: reset, or closed before any answer.
+    if not tls and (isinstance(exc, (ConnectionResetError, ConnectionAbortedError))
+                    or "unexpectedly closed" in str(exc)):
+        return (f"{text}: if the broker accepts only TLS, set [oslo_messaging_rabbit]ssl = "
+                f"true (or add ?ssl=1 to the transport URL) and ssl_ca_file")
+    return text
+
+
 class NotificationListener:
     """A thread consuming one queue and handing each decoded body to ``handle``."""
 
     def __init__(self, transport_url: str, host: str, topics: list[str],
                  handle: Callable[[object], None], *, expires: int, max_length: int) -> None:
+        self.transport_url = transport_url
         self.urls = kombu_urls(transport_url)
         self.queue_name = QUEUE_PREFIX + host
         self.topics = list(topics)
@@ -99,23 +190,24 @@ class NotificationListener:
                            queue_arguments={"x-expires": self.expires * 1000,
                                             "x-max-length": self.max_length})
 
-    def _connect(self) -> kombu.Connection:
-        """A connection to the broker (not yet connected)."""
-        return kombu.Connection(";".join(self.urls), connect_timeout=5, heartbeat=0)
+    def _connect(self) -> tuple[kombu.Connection, dict]:
+        """A connection to the broker (not yet connected), and the options it was built from."""
+        return broker_connection(self.transport_url)
 
     def _run(self) -> None:
         failing = False
+        tls = False
         while not self._stop.is_set():
             try:
-                with self._connect() as conn:
-                    conn.ensure_connection(max_retries=1)
-                    with conn.Consumer([self._queue()], on_message=self._on_message,
-                                       prefetch_count=PREFETCH):
-                        LOG.info("Listening for Ironic's notifications on queue %s (topics "
-                                 "%s)", self.queue_name, ", ".join(self.topics))
-                        failing = False
-                        self.connected.set()
-                        self._drain(conn)
+                connection, options = self._connect()
+                tls = bool(options["ssl"])
+                try:
+                    self._consume(connection, options["heartbeat_rate"])
+                except BaseException:
+                    # No clean close: a lost or frozen broker would never answer it.
+                    connection.collect()
+                    raise
+                connection.release()
             except amqp.exceptions.PreconditionFailed as exc:
                 self.connected.clear()
                 if "exchange" in str(exc) and not self._passive_exchange:
@@ -125,22 +217,46 @@ class NotificationListener:
                           "delete_queue %s) or restore the previous [pxe_filter] "
                           "notification_queue_* values", self.queue_name, exc, self.queue_name)
                 self._stop.wait(30 * RETRY_INTERVAL)
+            except ValueError as exc:  # the options cannot work: say so once, retry rarely
+                self.connected.clear()
+                if not failing:
+                    LOG.error("Ironic's notifications cannot be read: %s", exc)
+                failing = True
+                self._stop.wait(30 * RETRY_INTERVAL)
             except Exception as exc:  # kombu and amqp raise many kinds on a lost broker
+                if self.connected.is_set():
+                    failing = False  # it was connected: a new failure, say so
                 self.connected.clear()
                 if not failing:
                     LOG.warning("Ironic's notifications cannot be read (%s); retrying every "
                                 "%.0f s, the periodic sync keeps the files right meanwhile",
-                                exc, RETRY_INTERVAL)
+                                describe_failure(exc, tls), RETRY_INTERVAL)
                 failing = True
                 self._stop.wait(RETRY_INTERVAL)
 
-    def _drain(self, conn: kombu.Connection) -> None:
+    def _consume(self, conn: kombu.Connection, heartbeat_rate: int) -> None:
+        conn.ensure_connection(max_retries=1)
+        consumer = conn.Consumer([self._queue()], on_message=self._on_message,
+                                 prefetch_count=PREFETCH)
+        consumer.consume()
+        LOG.info("Listening for Ironic's notifications on queue %s (topics %s)",
+                 self.queue_name, ", ".join(self.topics))
+        self.connected.set()
+        self._drain(conn, heartbeat_rate)
+        self._ack()  # stopping: the broker is there to answer
+        consumer.cancel()
+
+    def _drain(self, conn: kombu.Connection, heartbeat_rate: int) -> None:
+        # heartbeat_check sends ours when due and raises once the broker's are missed, so a
+        # dead broker (or a silent network) is noticed within the heartbeat timeout.
         self._unacked = None
         while not self._stop.is_set():
             try:
                 conn.drain_events(timeout=0.2 if self._unacked is not None else 1)
             except TimeoutError:
                 self._ack()  # idle: acknowledge what was handled
+            if conn.heartbeat:
+                conn.heartbeat_check(rate=max(1, heartbeat_rate))
 
     def _on_message(self, message) -> None:
         # The raw body: decoding is the parser's job, so a broken message is one log line.

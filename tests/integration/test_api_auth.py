@@ -1,6 +1,8 @@
 """HTTP basic authentication (htpasswd with bcrypt) and noauth."""
 
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -17,6 +19,7 @@ from tests.integration.api_helpers import (
     write_htpasswd,
 )
 from tests.integration.pipeline_support import body
+from tests.support import services
 
 ADMIN_PATHS = [("get", "/v1/nodes"), ("get", "/v1/ports"), ("get", "/v1/inspection_rules"),
                ("post", "/v1/inspection_rules"), ("delete", "/v1/inspection_rules"),
@@ -99,5 +102,73 @@ def test_noauth(tmp_path, db):
     api = Api(api_conf(tmp_path, db, api={"auth_strategy": "noauth"}))
     try:
         assert api.client.get("/v1/nodes").status_code == 200
+    finally:
+        api.close()
+
+
+def test_long_password_hashed_by_htpasswd_logs_in(tmp_path, db):
+    # htpasswd -B hashes the first 72 bytes, as Apache checks them; bcrypt 5 refuses more.
+    if shutil.which("htpasswd") is None:
+        services.unavailable("htpasswd", "apache2-utils is not installed")
+    password = "Long-passphrase-" + "x" * 84
+    assert len(password) == 100
+    path = tmp_path / "htpasswd-long"
+    subprocess.run(["htpasswd", "-c", "-b", "-B", str(path), "admin", password], check=True,
+                   capture_output=True, timeout=30)
+    api = Api(api_conf(tmp_path, db, api={"auth_strategy": "http_basic",
+                                          "http_basic_auth_user_file": str(path)}))
+    try:
+        assert api.client.get("/v1/nodes", headers=basic("admin", password)).status_code == 200
+        wrong = password[:40] + "y" + password[41:]
+        assert api.client.get("/v1/nodes", headers=basic("admin", wrong)).status_code == 401
+    finally:
+        api.close()
+
+
+def _fail(api, address, times, user=USER):
+    return [api.client.get("/v1/nodes", headers={**basic(user, "wrong"),
+                                                 "X-Forwarded-For": address}).status_code
+            for _ in range(times)]
+
+
+@pytest.mark.parametrize("parsing", [True, False])
+def test_throttle_keys_on_the_forwarded_address_only_behind_a_proxy(tmp_path, db, htpasswd,
+                                                                   parsing):
+    api = Api(api_conf(tmp_path, db, api={"auth_strategy": "http_basic",
+                                          "http_basic_auth_user_file": htpasswd,
+                                          "auth_max_failures": 3},
+                       oslo_middleware={"enable_proxy_headers_parsing": parsing}))
+    try:
+        # The client claims an address of its own first; only the proxy's entry counts.
+        assert _fail(api, "203.0.113.9, 192.0.2.1", 4) == [401, 401, 401, 429]
+        other = api.client.get("/v1/nodes", headers={**basic(),
+                                                     "X-Forwarded-For": "192.0.2.2"})
+        assert other.status_code == (200 if parsing else 429)
+        # RFC 7239 too: the last entry is the proxy's, the first one the client's claim.
+        for chain, behind in (("for=192.0.2.1, for=192.0.2.5", 401),
+                              ("for=192.0.2.5, for=192.0.2.1", 429)):
+            resp = api.client.get("/v1/nodes", headers={**basic(USER, "wrong"),
+                                                        "Forwarded": chain})
+            assert resp.status_code == (behind if parsing else 429), chain
+    finally:
+        api.close()
+
+
+def test_an_address_that_logged_in_is_not_throttled_by_others_failures(tmp_path, db,
+                                                                      htpasswd):
+    api = Api(api_conf(tmp_path, db, api={"auth_strategy": "http_basic",
+                                          "http_basic_auth_user_file": htpasswd,
+                                          "auth_max_failures": 3}))
+    try:
+        assert api.client.get("/v1/nodes", headers=basic()).status_code == 200
+        # Someone behind the same address guesses another user's password.
+        assert _fail(api, "", 4, user="other") == [401, 401, 401, 429]
+        os.utime(htpasswd, ns=(1, 1))  # re-read: remembered credentials are forgotten
+        assert api.client.get("/v1/nodes", headers=basic()).status_code == 200
+        assert api.client.get("/v1/nodes", headers=basic("other", "pw2")).status_code == 429
+        scraped = api.client.get("/metrics", headers=basic()).text.splitlines()
+        counts = {line.split("{")[1].split("}")[0]: float(line.split()[-1]) for line in scraped
+                  if line.startswith("ironic_inspection_logins_total{")}
+        assert counts['outcome="throttled"'] >= 2 and counts['outcome="failed"'] >= 3, counts
     finally:
         api.close()

@@ -179,3 +179,17 @@ def test_a_concurrent_burst_against_the_real_server_leaves_the_admin_api_served(
         assert len(nodes) == statuses.count(202)
     finally:
         api.stop()
+
+
+def test_behind_a_proxy_the_rate_limit_keys_on_the_address_the_proxy_saw(make_api):
+    api = make_api(api={"callback_burst": 2, "callback_rate": 0.01},
+                   auto_discovery={"enabled": "false"},
+                   oslo_middleware={"enable_proxy_headers_parsing": "true"})
+    data = body("bios-vm-x86_64")  # unknown: 404, but counted first
+    # The client claims a new address each time; the proxy appends the one it saw.
+    statuses = [api.client.post("/v1/continue_inspection", json=data, headers={
+        "X-Forwarded-For": f"198.51.100.{n}, 192.0.2.9"}).status_code for n in range(3)]
+    assert statuses == [404, 404, 429]
+    other = api.client.post("/v1/continue_inspection", json=data,
+                            headers={"X-Forwarded-For": "192.0.2.10"})
+    assert other.status_code == 404  # another machine behind the same proxy

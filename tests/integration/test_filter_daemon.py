@@ -262,6 +262,13 @@ def test_bad_hostsdir_refused_with_one_line(case, sqlite_url, tmp_path):
     ({"pxe_filter": {"ironic_notifications": True},
       "oslo_messaging_notifications": {"transport_url": "kafka://127.0.0.1:9092"}},
      "RabbitMQ only"),
+    ({"pxe_filter": {"ironic_notifications": True},
+      "oslo_messaging_notifications": {"transport_url": "rabbit://u:p@127.0.0.1/?ssl=maybe"}},
+     "transport URL option ssl='maybe' is not valid"),
+    ({"pxe_filter": {"ironic_notifications": True},
+      "oslo_messaging_notifications": {"transport_url": "rabbit://u:p@127.0.0.1/?ssl=1"},
+      "oslo_messaging_rabbit": {"ssl_version": "SSLv1"}},
+     "ssl_version 'SSLv1' is not available"),
 ])
 def test_bad_options_exit_2(extra, expected, sqlite_url, tmp_path, hostsdir):
     result = run_filter(tmp_path, sqlite_url, hostsdir, extra_conf=extra)

@@ -6,6 +6,9 @@ Usage::
         url = rabbit.url          # rabbit://guest:guest@127.0.0.1:PORT/
         ...
         rabbit.kill()             # SIGKILL, as a crash
+
+    with PrivateRabbit(tls=True) as rabbit:   # TLS only: no clear-text listener at all
+        rabbit.ca_file            # the CA that signed its certificate (for localhost)
 """
 
 import contextlib
@@ -24,13 +27,25 @@ from tests.support.services_procs import free_port
 class PrivateRabbit:
     """A RabbitMQ node of its own name, ports and data directory."""
 
-    def __init__(self, start_timeout: float = 90.0) -> None:
+    def __init__(self, start_timeout: float = 90.0, tls: bool = False) -> None:
         self.node = f"pxetest{uuid.uuid4().hex[:8]}@localhost"
         self.port = free_port()
         self.start_timeout = start_timeout
+        self.tls = tls
         self.pid: int | None = None
         self.base = ""
-        self.url = f"rabbit://guest:guest@127.0.0.1:{self.port}/"
+        self.ca_file = ""
+        self.url = f"rabbit://guest:guest@{'localhost' if tls else '127.0.0.1'}:{self.port}/"
+
+    def _listeners(self) -> str:
+        if not self.tls:
+            return f"listeners.tcp.local = 127.0.0.1:{self.port}\n"
+        self.ca_file, cert, key = make_certificates(self.base, "localhost")
+        # guest may log in from loopback only, which 127.0.0.1 is.
+        return (f"listeners.tcp = none\nlisteners.ssl.default = 127.0.0.1:{self.port}\n"
+                f"ssl_options.cacertfile = {self.ca_file}\nssl_options.certfile = {cert}\n"
+                f"ssl_options.keyfile = {key}\nssl_options.verify = verify_none\n"
+                f"ssl_options.fail_if_no_peer_cert = false\n")
 
     def _ctl(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
         return subprocess.run(["rabbitmqctl", "-n", self.node, *args], capture_output=True,
@@ -45,8 +60,10 @@ class PrivateRabbit:
         os.chmod(self.base, 0o777)
         # Our own configuration file: the system one names the shared broker's port.
         with open(f"{self.base}/rabbitmq.conf", "w") as conf:
-            conf.write(f"listeners.tcp.local = 127.0.0.1:{self.port}\n")
-        env = dict(os.environ, RABBITMQ_NODENAME=self.node, RABBITMQ_NODE_PORT=str(self.port),
+            conf.write(self._listeners())
+        # RABBITMQ_NODE_PORT would add a clear-text listener beside the TLS one.
+        port_env = {} if self.tls else {"RABBITMQ_NODE_PORT": str(self.port)}
+        env = dict(os.environ, RABBITMQ_NODENAME=self.node, **port_env,
                    RABBITMQ_CONFIG_FILE=f"{self.base}/rabbitmq.conf",
                    RABBITMQ_DIST_PORT=str(free_port()),
                    RABBITMQ_MNESIA_BASE=f"{self.base}/mnesia",
@@ -86,3 +103,27 @@ class PrivateRabbit:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def make_certificates(directory: str, hostname: str) -> tuple[str, str, str]:
+    """A CA and a server certificate for ``hostname`` signed by it, made with openssl, in
+    files readable by the broker's user; (ca, cert, key) paths."""
+    if shutil.which("openssl") is None:
+        services.unavailable("RabbitMQ with TLS", "openssl not found")
+    ca_key, ca, key, csr, cert = (f"{directory}/{name}" for name in
+                                  ("ca.key", "ca.pem", "server.key", "server.csr",
+                                   "server.pem"))
+    ext = f"{directory}/san.ext"
+    with open(ext, "w") as stream:
+        stream.write(f"subjectAltName = DNS:{hostname}\n")
+    for argv in (
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
+             "-days", "2", "-subj", "/CN=pxe-filter test CA"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+             "-subj", f"/CN={hostname}"],
+            ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+             "-out", cert, "-days", "2", "-extfile", ext]):
+        subprocess.run(["openssl", *argv], check=True, capture_output=True, timeout=60)
+    for path in (ca, key, cert):
+        os.chmod(path, 0o644)  # the broker runs as user rabbitmq; the files are throwaway
+    return ca, cert, key
