@@ -66,8 +66,15 @@ def setup(conf: cfg.ConfigOpts, name: str, debug: bool = False) -> None:
 
 def log_option_values(conf: cfg.ConfigOpts, log: logging.Logger) -> None:
     """Every option's value at DEBUG, secrets as ``****``, as oslo.service-based services log
-    them at start (nothing is written unless ``debug`` is on)."""
-    conf.log_opt_values(log, logging.DEBUG)
+    them at start (nothing is written unless ``debug`` is on).
+
+    Reading every option is also where a malformed value in a file surfaces first: it is a
+    :class:`ConfigError` (exit 2, one line), not a traceback.
+    """
+    try:
+        conf.log_opt_values(log, logging.DEBUG)
+    except (cfg.Error, ValueError) as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None
 
 
 class _ExplicitErrorsOnly(logging.Formatter):

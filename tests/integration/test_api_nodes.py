@@ -5,7 +5,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from inspection.db.models import InspectionCallback, NodeInventory
+from inspection.db.models import InspectionCallback, NodeInventory, utcnow
 from inspection.processing import callbacks
 from inspection.worker import heartbeat
 from tests.integration.api_helpers import Api, api_conf, error_message, fault
@@ -174,12 +174,12 @@ def test_ports(api):
 def test_deleting_a_node_discards_its_accepted_callbacks(api):
     engine = api.context.engine
     node = add_node(engine, state="manageable")
-    row_id = callbacks.store(engine, node["uuid"], {"inventory": {}})
     heartbeat.beat(engine, "worker-z")
-    # A live worker holds it, waiting for the node. Claimed by hand: the API's own
-    # processing threads may poll for work and must not take it first.
+    # Accepted data a live worker holds, waiting for the node: written claimed at once, or
+    # the API's own processing threads could take it first.
     with engine.begin() as conn:
-        conn.execute(sa.update(InspectionCallback).where(InspectionCallback.id == row_id)
-                     .values(owner="worker-z", claim="t"))
+        conn.execute(sa.insert(InspectionCallback).values(
+            node_uuid=node["uuid"], data={"inventory": {}}, created_at=utcnow(), attempts=1,
+            owner="worker-z", claim="t", data_size=17))
     assert api.client.delete(f"/v1/nodes/{node['uuid']}").status_code == 204
     assert callbacks.count(engine) == 0
