@@ -174,7 +174,8 @@ class RulesEngine:
             if cop.loop is None:
                 if trace is not None:
                     entry["args"] = _display_args(cop, display)
-                result = self._call(cop, scope)
+                args, kwargs = cop.call_args(scope, lenient=True)
+                result = cop.func(*args, **kwargs)
             else:
                 items = self._items(cop, scope, lenient=True)
                 if budget is not None:

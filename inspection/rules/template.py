@@ -192,7 +192,7 @@ class Scope:
 
     def resolve(self, field: Field) -> Any:
         """The object ``field`` names, masked if this scope masks secrets."""
-        value = self._root(field)
+        value = self.inventory if field.root == "inventory" else self._root(field)
         mask = self.mask
         for kind, key in field.steps:
             if type(value) is dict:  # the common case, before the slower ABC checks
