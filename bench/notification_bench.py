@@ -202,6 +202,7 @@ def database_load(args, baseline_python: str, db_url: str, workdir: Path) -> dic
     sync = FilterSync(source, str(ours_dir))
     follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces)
     sync.full_sync()  # first sync writes everything; steady state is what repeats
+    follower.reload()  # as the daemon does after every sync
     before = pg_rows(db_url)
     sync.full_sync()
     follower.reload()

@@ -22,9 +22,13 @@ _nodes = sa.table("nodes", sa.column("id"), sa.column("uuid"), sa.column("provis
 _ports = sa.table("ports", sa.column("uuid"), sa.column("address"), sa.column("node_id"))
 
 _NODES_QUERY = sa.select(_nodes.c.id, _nodes.c.provision_state,
-                         _nodes.c.inspect_interface, _nodes.c.uuid).where(
+                         _nodes.c.inspect_interface).where(
     _nodes.c.provision_state.in_(sorted(INSPECTION_STATES)))
-_PORTS_QUERY = sa.select(_ports.c.address, _ports.c.node_id, _ports.c.uuid)
+_PORTS_QUERY = sa.select(_ports.c.address, _ports.c.node_id)
+# With the UUIDs, once served_nodes() has been asked for (notifications): a plain filter
+# keeps needing SELECT on five columns only.
+_NODES_SERVED_QUERY = _NODES_QUERY.add_columns(_nodes.c.uuid)
+_PORTS_SERVED_QUERY = _PORTS_QUERY.add_columns(_ports.c.uuid)
 #: Port rows fetched at a time: the rows are sorted into two sets as they come, never all
 #: held as tuples (100k rows would be ~8 MB of tuples and ints at the peak).
 _CHUNK = 5000
@@ -85,10 +89,13 @@ class DatabaseSource:
         # follows a full sync: Ironic's ports table has no node_id index, so reading them
         # again would scan every port a second time per sync.
         self._served: tuple[frozenset[str], list[NodeRow]] | None = None
+        self._keep_served = False
 
     def read_snapshot(self, supported_interfaces: Collection[str]) -> Snapshot:
         """Nodes on inspection and every port's address; raises DatabaseError."""
         self._served = None
+        if not self._keep_served:
+            return read_snapshot(self.engine, supported_interfaces)
         snap, nodes = read_snapshot(self.engine, supported_interfaces, with_served=True)
         self._served = (frozenset(supported_interfaces), [
             NodeRow(uuid, state, interface, tuple(snap.served_ports.get(node_id, ())))
@@ -120,6 +127,7 @@ class DatabaseSource:
         just synced) without a query; later calls read the database.
         """
         served, self._served = self._served, None
+        self._keep_served = True
         if served is not None and served[0] == frozenset(supported_interfaces):
             return served[1]
         query = (sa.select(_nodes.c.uuid, _nodes.c.provision_state, _nodes.c.inspect_interface,
@@ -226,12 +234,14 @@ def read_snapshot(engine: Engine, supported_interfaces: Collection[str], *,
             with conn.begin():
                 cursor = conn.connection.cursor()
                 try:
-                    cursor.execute(_compiled(engine, _NODES_QUERY))
+                    cursor.execute(_compiled(engine, _NODES_SERVED_QUERY if with_served
+                                             else _NODES_QUERY))
                     nodes = cursor.fetchall()
                     snap = Snapshot(nodes_on_inspection(
-                        ((node_id, state, interface) for node_id, state, interface, _ in nodes),
+                        (row[:3] for row in nodes) if with_served else nodes,
                         supported_interfaces))
-                    cursor.execute(_compiled(engine, _PORTS_QUERY))
+                    cursor.execute(_compiled(engine, _PORTS_SERVED_QUERY if with_served
+                                             else _PORTS_QUERY))
                     _split_ports(cursor, snap, with_served)
                 finally:
                     cursor.close()
@@ -250,14 +260,16 @@ def _split_ports(cursor, snap: Snapshot, with_served: bool) -> None:
     inspecting = snap.inspecting
     served = snap.served_ports
     while rows := cursor.fetchmany(_CHUNK):
-        if inspecting:
-            snap.on_inspection.update(address for address, node_id, _ in rows
-                                      if node_id in inspecting)
-            snap.others.update(address for address, node_id, _ in rows
-                               if node_id not in inspecting)
-            if with_served:
+        if with_served:
+            if inspecting:
                 for address, node_id, port in rows:
                     if node_id in inspecting and address:
                         served.setdefault(node_id, []).append((port, address))
+            rows = [row[:2] for row in rows]
+        if inspecting:
+            snap.on_inspection.update(address for address, node_id in rows
+                                      if node_id in inspecting)
+            snap.others.update(address for address, node_id in rows
+                               if node_id not in inspecting)
         else:
-            snap.others.update(address for address, _, _ in rows)
+            snap.others.update(address for address, _ in rows)

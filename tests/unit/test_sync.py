@@ -232,7 +232,10 @@ def test_served_nodes_after_a_sync_come_from_its_snapshot(engine, hosts):
     add_node(engine, "inspect wait", [M3], interface="redfish")  # not served
     add_node(engine, "active", ["52:54:00:00:00:04"])
     source = DatabaseSource(engine)
-    FilterSync(source, str(hosts)).full_sync()
+    sync = FilterSync(source, str(hosts))
+    sync.full_sync()
+    source.served_nodes(["agent"])  # the first call reads: snapshots keep UUIDs from now on
+    sync.full_sync()
     statements = []
 
     def record(_conn, _cursor, sql, *_args):
