@@ -202,6 +202,7 @@ def database_load(args, baseline_python: str, db_url: str, workdir: Path) -> dic
     sync = FilterSync(source, str(ours_dir))
     follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces)
     sync.full_sync()  # first sync writes everything; steady state is what repeats
+    follower.reload()  # as the daemon does after every sync
     before = pg_rows(db_url)
     sync.full_sync()
     follower.reload()
@@ -250,6 +251,8 @@ def main() -> None:
                         help="seconds between two state changes")
     parser.add_argument("--ports", type=int, default=50000)
     parser.add_argument("--output")
+    parser.add_argument("--rows-only", action="store_true",
+                        help="only count the rows each filter reads per sync")
     parser.add_argument("--baseline-python", default=os.environ.get(
         "BASELINE_PYTHON", str(ROOT / ".venvs/ironic39/bin/python")))
     args = parser.parse_args()
@@ -257,19 +260,20 @@ def main() -> None:
     result = {}
     with tempfile.TemporaryDirectory(prefix="notification-bench-") as tmp:
         workdir = Path(tmp)
-        vhost = services.create_vhost()
-        db_url = services.create_database(services.PG_ADMIN_URL, "PostgreSQL")
-        try:
-            result["latency"] = latency(args, workdir, vhost, db_url)
-        finally:
-            services.delete_vhost(vhost)
-            services.drop_database(services.PG_ADMIN_URL, db_url)
+        if not args.rows_only:
+            vhost = services.create_vhost()
+            db_url = services.create_database(services.PG_ADMIN_URL, "PostgreSQL")
+            try:
+                result["latency"] = latency(args, workdir, vhost, db_url)
+            finally:
+                services.delete_vhost(vhost)
+                services.drop_database(services.PG_ADMIN_URL, db_url)
         db_url = services.create_database(services.PG_ADMIN_URL, "PostgreSQL")
         try:
             result["database"] = database_load(args, args.baseline_python, db_url, workdir)
         finally:
             services.drop_database(services.PG_ADMIN_URL, db_url)
-    printable = {**result, "latency": {k: v for k, v in result["latency"].items()
+    printable = {**result, "latency": {k: v for k, v in result.get("latency", {}).items()
                                        if k != "raw"}}
     print(json.dumps(printable, indent=1))
     if args.output:

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -131,7 +132,7 @@ def main() -> None:
     parser.add_argument("--rules", type=int, default=100)
     parser.add_argument("--inventories", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--repeat", type=int, default=3, help="best of N runs")
+    parser.add_argument("--repeat", type=int, default=3, help="median of N runs")
     parser.add_argument("--baseline-python", default=".venvs/ironic39/bin/python")
     parser.add_argument("--baseline-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -143,9 +144,9 @@ def main() -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as tmp:
         json.dump({"rules": rules, "inventories": inventories}, tmp)
     try:
-        ours = [run_ours(rules, inventories) for _ in range(args.repeat)]
-        theirs = []
-        for _ in range(args.repeat):
+        ours, theirs = [], []
+        for _ in range(args.repeat):  # alternating, so both sides see the same load
+            ours.append(run_ours(rules, inventories))
             out = subprocess.run([args.baseline_python, os.path.abspath(__file__),
                                   "--baseline-worker", tmp.name],
                                  capture_output=True, text=True, check=True)
@@ -153,12 +154,15 @@ def main() -> None:
             theirs.append((result["seconds"], result["matched"]))
     finally:
         os.unlink(tmp.name)
-    our_best, their_best = min(t for t, _ in ours), min(t for t, _ in theirs)
-    print(f"{args.rules} rules x {args.inventories} inventories, best of {args.repeat}")
-    print(f"ours:      {our_best:8.3f} s  ({ours[0][1]} rule applications)")
-    print(f"Ironic 39: {their_best:8.3f} s  ({theirs[0][1]} rule applications)")
-    print(f"ratio ours/theirs: {our_best / their_best:.3f}")
-
+    our_times, their_times = [t for t, _ in ours], [t for t, _ in theirs]
+    our_med, their_med = statistics.median(our_times), statistics.median(their_times)
+    print(f"{args.rules} rules x {args.inventories} inventories, median of {args.repeat} "
+          f"(min-max), load average {os.getloadavg()[0]:.1f}")
+    print(f"ours:      {our_med:8.3f} s  ({min(our_times):.3f}-{max(our_times):.3f})  "
+          f"({ours[0][1]} rule applications)")
+    print(f"Ironic 39: {their_med:8.3f} s  ({min(their_times):.3f}-{max(their_times):.3f})  "
+          f"({theirs[0][1]} rule applications)")
+    print(f"speed-up: {their_med / our_med:.2f}x")
 
 if __name__ == "__main__":
     main()

@@ -15,8 +15,9 @@ import logging
 import uuid as uuidlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from sqlalchemy import Text, or_, select, type_coerce
+from sqlalchemy import Text, bindparam, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
 from inspection import bmc, metrics
@@ -85,38 +86,50 @@ def nodes_by_bmc(session: Session, addresses: Iterable[str]) -> set[int]:
     return {node_id for node_id, info in rows if bmc.cached_addresses(info) & wanted}
 
 
-def nodes_by_macs(session: Session, macs: Iterable[str]) -> set[int]:
-    """IDs of nodes owning a port with one of these MACs (any state)."""
-    wanted = sorted(set(macs))
-    if not wanted:
-        return set()
-    return set(session.scalars(
-        select(Port.node_id).where(Port.address.in_(wanted), Port.node_id.is_not(None))
-        .distinct()))
+class Match(NamedTuple):
+    """The node a lookup found: what callers need, read without loading an ORM object."""
+
+    id: int
+    uuid: str
+    provision_state: str | None
 
 
-def lookup_node(session: Session, data: LookupData) -> Node:
+_NODES, _PORTS = Node.__table__, Port.__table__
+_MATCH_COLUMNS = (_NODES.c.id, _NODES.c.uuid, _NODES.c.provision_state)
+# Core statements on the tables (not the mapped classes) skip the ORM's per-call compile
+# step; the unique index on ports.address and the primary key make this one indexed join.
+_BY_MACS = (select(*_MATCH_COLUMNS)
+            .select_from(_PORTS.join(_NODES, _PORTS.c.node_id == _NODES.c.id))
+            .where(_PORTS.c.address.in_(bindparam("macs", expanding=True))))
+_BY_UUID = select(*_MATCH_COLUMNS).where(_NODES.c.uuid == bindparam("uuid"))
+_BY_ID = select(*_MATCH_COLUMNS).where(_NODES.c.id == bindparam("id"))
+
+
+def lookup_node(session: Session, data: LookupData) -> Match:
     """The one node in ``inspect wait`` matching ``data``.
 
-    Raises :class:`UnknownMachine` when nothing at all matches (the only case in which a
-    machine may be auto-discovered), :class:`NotFound` for conflicts or a node in another
-    state; both with the same generic message.
+    By MAC alone (the usual callback) this is one indexed query. Raises
+    :class:`UnknownMachine` when nothing at all matches (the only case in which a machine may
+    be auto-discovered), :class:`NotFound` for conflicts or a node in another state; both
+    with the same generic message.
     """
-    decided: int | None = None
+    conn = session.connection()
+    decided: Match | None = None
     if data.node_uuid:
-        decided = session.scalars(select(Node.id).where(Node.uuid == data.node_uuid)).first()
+        decided = conn.execute(_BY_UUID, {"uuid": data.node_uuid}).first()
         if decided is None:
             raise _not_found(data, "no node has this UUID")
 
-    by_mac = nodes_by_macs(session, data.macs)
+    by_mac = {row.id: row for row in conn.execute(_BY_MACS, {"macs": sorted(set(data.macs))})} \
+        if data.macs else {}
     if len(by_mac) > 1:
         raise _not_found(data, f"the MACs belong to {len(by_mac)} different nodes "
-                               f"({_uuids(session, by_mac)})", level=logging.WARNING)
+                               f"({_uuids(session, set(by_mac))})", level=logging.WARNING)
     if by_mac:
-        (mac_node,) = by_mac
-        if decided is not None and decided != mac_node:
+        (mac_node,) = by_mac.values()
+        if decided is not None and decided.id != mac_node.id:
             raise _not_found(data, f"the UUID and the MACs designate different nodes "
-                                   f"({_uuids(session, {decided, mac_node})})",
+                                   f"({_uuids(session, {decided.id, mac_node.id})})",
                              level=logging.WARNING)
         decided = mac_node
 
@@ -124,21 +137,22 @@ def lookup_node(session: Session, data: LookupData) -> Node:
     if decided is not None:
         # The UUID or a MAC decides among nodes sharing a BMC address, but a BMC address
         # cached only on other nodes contradicts it.
-        if by_bmc and decided not in by_bmc:
+        if by_bmc and decided.id not in by_bmc:
             raise _not_found(data, f"the BMC address belongs to other waiting node(s) "
                                    f"({_uuids(session, by_bmc)})", level=logging.WARNING)
     elif len(by_bmc) > 1:
         raise _not_found(data, f"the BMC address is cached on {len(by_bmc)} waiting nodes "
                                f"({_uuids(session, by_bmc)})", level=logging.WARNING)
     elif by_bmc:
-        (decided,) = by_bmc
+        (bmc_node,) = by_bmc
+        decided = conn.execute(_BY_ID, {"id": bmc_node}).first()
+        if decided is None:  # deleted between the queries
+            raise _not_found(data, "the matching node was just deleted")
     else:
         LOG.info("Lookup: no node matches %s", data.describe())
         raise UnknownMachine("no node matches")
 
-    node = session.get(Node, decided)
-    if node is None:  # deleted between the queries
-        raise _not_found(data, "the matching node was just deleted")
+    node = Match(*decided)
     if node.provision_state != INSPECT_WAIT:
         raise _not_found(data, f"node {node.uuid} matches but is in state "
                                f"{node.provision_state!r}, not {INSPECT_WAIT!r}")

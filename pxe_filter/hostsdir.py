@@ -294,10 +294,14 @@ class HostsDir(HostsDirCache):
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
                          | os.O_CLOEXEC, 0o644, dir_fd=self.dir_fd)
             try:
-                os.fchmod(fd, 0o644)  # whatever the umask: dnsmasq may run as another user
                 if os.write(fd, data) != len(data):
                     raise OSError(errno.EIO, "short write")
-                ino = os.fstat(fd).st_ino
+                st = os.fstat(fd)
+                if stat.S_IMODE(st.st_mode) != 0o644:
+                    # whatever the umask or a leftover dotfile's mode: dnsmasq may run as
+                    # another user (checked first: one syscall less per file in a first sync)
+                    os.fchmod(fd, 0o644)
+                ino = st.st_ino
             finally:
                 os.close(fd)
             before_rename()

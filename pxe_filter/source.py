@@ -25,6 +25,10 @@ _NODES_QUERY = sa.select(_nodes.c.id, _nodes.c.provision_state,
                          _nodes.c.inspect_interface).where(
     _nodes.c.provision_state.in_(sorted(INSPECTION_STATES)))
 _PORTS_QUERY = sa.select(_ports.c.address, _ports.c.node_id)
+# With the UUIDs, once served_nodes() has been asked for (notifications): a plain filter
+# keeps needing SELECT on five columns only.
+_NODES_SERVED_QUERY = _NODES_QUERY.add_columns(_nodes.c.uuid)
+_PORTS_SERVED_QUERY = _PORTS_QUERY.add_columns(_ports.c.uuid)
 #: Port rows fetched at a time: the rows are sorted into two sets as they come, never all
 #: held as tuples (100k rows would be ~8 MB of tuples and ints at the peak).
 _CHUNK = 5000
@@ -38,6 +42,8 @@ class Snapshot:
     inspecting: set[int]
     on_inspection: set[str | None] = field(default_factory=set)
     others: set[str | None] = field(default_factory=set)
+    #: (port UUID, raw address) of each served node's ports, by node id (database reads)
+    served_ports: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,10 +108,23 @@ class DatabaseSource:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # The served nodes seen by the last snapshot, for the served_nodes() call that
+        # follows a full sync: Ironic's ports table has no node_id index, so reading them
+        # again would scan every port a second time per sync.
+        self._served: tuple[frozenset[str], list[NodeRow]] | None = None
+        self._keep_served = False
 
     def read_snapshot(self, supported_interfaces: Collection[str]) -> Snapshot:
         """Nodes on inspection and every port's address; raises DatabaseError."""
-        return read_snapshot(self.engine, supported_interfaces)
+        self._served = None
+        if not self._keep_served:
+            return read_snapshot(self.engine, supported_interfaces)
+        snap, nodes = read_snapshot(self.engine, supported_interfaces, with_served=True)
+        self._served = (frozenset(supported_interfaces), [
+            NodeRow(uuid, state, interface, tuple(snap.served_ports.get(node_id, ())))
+            for node_id, state, interface, uuid in nodes if node_id in snap.inspecting])
+        snap.served_ports = {}
+        return snap
 
     def describe(self) -> str:
         """The database URL, password hidden."""
@@ -149,7 +168,15 @@ class DatabaseSource:
         return found
 
     def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
-        """Nodes on inspection with a supported interface, and their ports; DatabaseError."""
+        """Nodes on inspection with a supported interface, and their ports; DatabaseError.
+
+        The first call after :meth:`read_snapshot` answers from that snapshot (the state
+        just synced) without a query; later calls read the database.
+        """
+        served, self._served = self._served, None
+        self._keep_served = True
+        if served is not None and served[0] == frozenset(supported_interfaces):
+            return served[1]
         query = (sa.select(_nodes.c.uuid, _nodes.c.provision_state, _nodes.c.inspect_interface,
                            _ports.c.uuid, _ports.c.address)
                  .select_from(_nodes.outerjoin(_ports, _ports.c.node_id == _nodes.c.id))
@@ -261,8 +288,12 @@ def _reading(engine: Engine) -> Iterator[sa.Connection]:
                             f"{error_reason(exc)}") from None
 
 
-def read_snapshot(engine: Engine, supported_interfaces: Collection[str]) -> Snapshot:
+def read_snapshot(engine: Engine, supported_interfaces: Collection[str], *,
+                  with_served: bool = False) -> Snapshot | tuple[Snapshot, list[tuple]]:
     """Nodes on inspection and every port's address; raises DatabaseError.
+
+    ``with_served``: also fill ``served_ports`` and return the node rows (id, state,
+    interface, uuid) with the snapshot.
 
     Rows are fetched through the driver's cursor as plain tuples: SQLAlchemy's per-row
     processing would dominate a steady-state sync at 100k ports. On PostgreSQL and MariaDB
@@ -278,17 +309,21 @@ def read_snapshot(engine: Engine, supported_interfaces: Collection[str]) -> Snap
             with conn.begin():
                 cursor = conn.connection.cursor()
                 try:
-                    cursor.execute(_compiled(engine, _NODES_QUERY))
-                    snap = Snapshot(nodes_on_inspection(cursor.fetchall(),
-                                                        supported_interfaces))
-                    cursor.execute(_compiled(engine, _PORTS_QUERY))
-                    _split_ports(cursor, snap)
+                    cursor.execute(_compiled(engine, _NODES_SERVED_QUERY if with_served
+                                             else _NODES_QUERY))
+                    nodes = cursor.fetchall()
+                    snap = Snapshot(nodes_on_inspection(
+                        (row[:3] for row in nodes) if with_served else nodes,
+                        supported_interfaces))
+                    cursor.execute(_compiled(engine, _PORTS_SERVED_QUERY if with_served
+                                             else _PORTS_QUERY))
+                    _split_ports(cursor, snap, with_served)
                 finally:
                     cursor.close()
     except (sa.exc.SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as exc:
         raise DatabaseError(f"cannot read nodes and ports from {describe_url(engine.url)}: "
                             f"{error_reason(exc)}") from None
-    return snap
+    return (snap, nodes) if with_served else snap
 
 
 def _compiled(engine: Engine, query: sa.Select) -> str:
@@ -296,9 +331,16 @@ def _compiled(engine: Engine, query: sa.Select) -> str:
     return str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
 
 
-def _split_ports(cursor, snap: Snapshot) -> None:
+def _split_ports(cursor, snap: Snapshot, with_served: bool) -> None:
     inspecting = snap.inspecting
+    served = snap.served_ports
     while rows := cursor.fetchmany(_CHUNK):
+        if with_served:
+            if inspecting:
+                for address, node_id, port in rows:
+                    if node_id in inspecting and address:
+                        served.setdefault(node_id, []).append((port, address))
+            rows = [row[:2] for row in rows]
         if inspecting:
             snap.on_inspection.update(address for address, node_id in rows
                                       if node_id in inspecting)

@@ -81,8 +81,9 @@ def _edit(field: str, current: Any, parts: list[str], edit) -> Any:
         current = {} if current is None else current
         if not isinstance(current, dict):
             raise ActionError(f"{field} is not an object: cannot change {'/'.join(parts)}")
-    # A fresh copy: ORM JSON columns only notice reassignment, and callers may roll back.
-    new = paths.copied(current)
+    # A fresh value: ORM JSON columns only notice reassignment, and callers may roll back.
+    # Only the containers the edit changes are copied; the values written are copies already.
+    new = paths.copied_along(current, parts)
     edit(new, parts)
     return new
 

@@ -39,10 +39,15 @@ class CompiledOp:
     def call_args(self, scope: template.Scope, lenient: bool,
                   display: template.Scope | None = None) -> tuple[list, dict]:
         """Evaluated (args, kwargs) for the call; ``masked`` arguments use ``display``."""
-        evaluated = {}
-        for name, value in self.args.items():
-            use = display if display is not None and name in self.masked else scope
-            evaluated[name] = values.evaluate(value, use, lenient)
+        evaluate = values.evaluate
+        if display is None or not self.masked:
+            evaluated = {name: evaluate(value, scope, lenient)
+                         for name, value in self.args.items()}
+        else:
+            evaluated = {name: evaluate(value, display if name in self.masked else scope,
+                                        lenient) for name, value in self.args.items()}
+        if not self.positional and self.var_name is None:
+            return [], evaluated
         args = [evaluated.pop(n) for n in self.positional if n in evaluated]
         if self.var_name is not None and self.var_name in evaluated:
             spread = evaluated.pop(self.var_name)

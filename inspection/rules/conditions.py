@@ -145,7 +145,9 @@ def in_net(address, subnet):
     except ValueError:
         raise ConditionError("subnet is not a valid network") from None
     try:
-        addr = ipaddress.ip_interface(str(address)).ip
+        text = str(address)
+        # ip_address is much cheaper; ip_interface only for the address/prefix form
+        addr = ipaddress.ip_interface(text).ip if "/" in text else ipaddress.ip_address(text)
     except ValueError:
         return False  # not an IP address (e.g. a host name): not in any network
     return addr.version == network.version and addr in network

@@ -128,31 +128,44 @@ class RulesEngine:
             raise ValueError(f"the {phase} phase needs a node")
         node = None if phase == "early" else node
         node_uuid = node.uuid if node is not None else None
-        applied = []
-        for rule in self.select(rules, phase, node):
-            metrics.RULES_EVALUATED.labels(phase=phase).inc()
-            budget.check_time(rule.uuid)
-            try:
-                compiled = self.compiled(rule)
-            except RuleValidationError as exc:
-                raise RuleExecutionError(str(exc) if not rule.sensitive else
-                                         f"stored inspection rule {rule.uuid} is no longer "
-                                         f"valid", rule.uuid) from None
-            mask = should_mask(self.mask_secrets, rule.sensitive)
-            scope = _make_scope(inventory, plugin_data, node, mask)
-            display = scope if mask else scope.masking(True)
-            if not all(self._condition(rule, c, scope, display, None, budget=budget)
-                       for c in compiled.conditions):
-                continue
-            self.log.info("inspection rule %s matched on node %s (phase %s)",
-                          rule.uuid, node_uuid, phase)
-            metrics.RULES_MATCHED.labels(phase=phase).inc()
-            ctx = ActionContext(node, inventory, plugin_data, rule.uuid, rule.sensitive,
-                                self.log)
-            for action in compiled.actions:
-                self._action(rule, action, scope, display=display, ctx=ctx, trace=None,
-                             budget=budget)
-            applied.append(rule.uuid)
+        applied: list[str] = []
+        evaluated = matched = 0
+        # Scopes hold no per-rule state: one per masking mode serves every rule.
+        scopes: dict[bool, tuple[template.Scope, template.Scope]] = {}
+        try:
+            for rule in self.select(rules, phase, node):
+                evaluated += 1
+                budget.check_time(rule.uuid)
+                try:
+                    compiled = self.compiled(rule)
+                except RuleValidationError as exc:
+                    raise RuleExecutionError(str(exc) if not rule.sensitive else
+                                             f"stored inspection rule {rule.uuid} is no longer "
+                                             f"valid", rule.uuid) from None
+                mask = should_mask(self.mask_secrets, rule.sensitive)
+                if mask not in scopes:
+                    scope = _make_scope(inventory, plugin_data, node, mask)
+                    scopes[mask] = (scope, scope if mask else scope.masking(True))
+                scope, display = scopes[mask]
+                for cond in compiled.conditions:
+                    if not self._condition(rule, cond, scope, display, None, budget=budget):
+                        break
+                else:
+                    self.log.info("inspection rule %s matched on node %s (phase %s)",
+                                  rule.uuid, node_uuid, phase)
+                    matched += 1
+                    ctx = ActionContext(node, inventory, plugin_data, rule.uuid,
+                                        rule.sensitive, self.log)
+                    for action in compiled.actions:
+                        self._action(rule, action, scope, display=display, ctx=ctx,
+                                     trace=None, budget=budget)
+                    applied.append(rule.uuid)
+        finally:
+            # counted once per call: labels() and inc() per rule cost more than some rules
+            if evaluated:
+                metrics.RULES_EVALUATED.labels(phase=phase).inc(evaluated)
+            if matched:
+                metrics.RULES_MATCHED.labels(phase=phase).inc(matched)
         return applied
 
     def _condition(self, rule: Rule, cop: CompiledOp, scope: template.Scope,
@@ -163,7 +176,8 @@ class RulesEngine:
             if cop.loop is None:
                 if trace is not None:
                     entry["args"] = _display_args(cop, display)
-                result = self._call(cop, scope)
+                args, kwargs = cop.call_args(scope, lenient=True)
+                result = cop.func(*args, **kwargs)
             else:
                 items = self._items(cop, scope, lenient=True)
                 if budget is not None:

@@ -93,6 +93,44 @@ def delete_in(data: Any, parts: list[str]) -> None:
             del parent[int(parts[-1])]
 
 
+def copied_along(data: Any, parts: list[str]) -> Any:
+    """A copy of ``data`` in which every container on ``parts`` is fresh, the rest shared.
+
+    Enough for an in-place edit at ``parts`` to leave ``data`` untouched, at the cost of the
+    path rather than of the whole value (a node's ``extra`` grows with every rule that writes).
+    """
+    top = _shallow(data)
+    node = top
+    for key in parts:
+        if isinstance(node, dict):
+            child = node.get(key)
+        elif isinstance(node, list):
+            try:
+                index = int(key)
+                child = node[index]
+            except (ValueError, IndexError):
+                break
+        else:
+            break
+        if not isinstance(child, (dict, list)):
+            break
+        child = _shallow(child)
+        if isinstance(node, dict):
+            node[key] = child
+        else:
+            node[index] = child
+        node = child
+    return top
+
+
+def _shallow(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return list(value)
+    return value
+
+
 def copied(value: Any) -> Any:
     """A deep copy of JSON-like data, so stored values never alias rule or inventory data."""
     if isinstance(value, (str, int, float, bool)) or value is None:

@@ -192,9 +192,15 @@ class Scope:
 
     def resolve(self, field: Field) -> Any:
         """The object ``field`` names, masked if this scope masks secrets."""
-        value = self._root(field)
+        value = self.inventory if field.root == "inventory" else self._root(field)
+        mask = self.mask
         for kind, key in field.steps:
-            if isinstance(value, NodeRoot):
+            if type(value) is dict:  # the common case, before the slower ABC checks
+                try:
+                    value = value[str(key)]
+                except KeyError:
+                    raise MissingField(f"{{{field.text}}}: no key {key!r}") from None
+            elif isinstance(value, NodeRoot):
                 value = value.read_field(str(key))
             elif isinstance(value, Mapping):
                 try:
@@ -211,11 +217,11 @@ class Scope:
             else:
                 raise TemplateError(f"{{{field.text}}}: cannot take {key!r} of a "
                                     f"{type(value).__name__}")
-            if self.mask and is_secret_key(key) and value is not None:
+            if mask and is_secret_key(key) and value is not None:
                 return MASK
         if isinstance(value, NodeRoot):
             value = value.snapshot()
-        return masked(value) if self.mask else value
+        return masked(value) if mask else value
 
 
 def render(template: Template, scope: Scope) -> Any:

@@ -18,10 +18,11 @@ class Const:
 class Tmpl:
     """A template string."""
 
-    __slots__ = ("template",)
+    __slots__ = ("template", "whole")
 
     def __init__(self, tmpl: template.Template) -> None:
         self.template = tmpl
+        self.whole = tmpl.whole  # looked up on every evaluation
 
 
 class Seq:
@@ -78,16 +79,19 @@ def compile_value(value: Any, where: str, problems: list[tuple[str, str]],
 def evaluate(value: Compiled, scope: template.Scope, lenient: bool = False) -> Any:
     """The value in ``scope``. ``lenient``: a whole-value field that cannot be resolved is None
     (conditions); otherwise resolution problems raise :class:`TemplateError`."""
-    if isinstance(value, Const):
+    kind = type(value)
+    if kind is Const:
         return value.value
-    if isinstance(value, Tmpl):
-        tmpl = value.template
-        if lenient and tmpl.whole is not None:
+    if kind is Tmpl:
+        whole = value.whole
+        if whole is not None:
+            if not lenient:
+                return scope.resolve(whole)
             try:
-                return scope.resolve(tmpl.whole)
+                return scope.resolve(whole)
             except TemplateError:
                 return None
-        return template.render(tmpl, scope)
+        return template.render(value.template, scope)
     if isinstance(value, Seq):
         return [evaluate(v, scope, lenient) for v in value.items]
     return {k: evaluate(v, scope, lenient) for k, v in value.items.items()}

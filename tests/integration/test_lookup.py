@@ -49,6 +49,20 @@ def test_found_by_any_of_its_macs(db_engine, nodes, macs):
     assert lookup(db_engine, macs=macs) == nodes[0]["uuid"]
 
 
+def test_lookup_by_macs_is_one_statement(db_engine, nodes):
+    statements = []
+
+    def record(_conn, _cursor, sql, *_args):
+        statements.append(sql)
+
+    sa.event.listen(db_engine, "before_cursor_execute", record)
+    try:
+        assert lookup(db_engine, macs=[MAC1, MAC2, UNKNOWN]) == nodes[0]["uuid"]
+    finally:
+        sa.event.remove(db_engine, "before_cursor_execute", record)
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 1
+
+
 def test_unknown_macs_are_an_unknown_machine(db_engine, nodes):
     with pytest.raises(UnknownMachine) as exc:
         lookup(db_engine, macs=[UNKNOWN])
@@ -172,8 +186,11 @@ def test_lookup_by_bmc_among_many_waiting_nodes_queries_only_candidates(db_engin
         data = LookupData.build(bmc_addresses=["10.0.7.17"])
         with Session(db_engine) as session:
             node = lookup_node(session, data)
-            assert node.driver_internal_info["lookup_bmc_addresses"] == ["10.0.7.17"]
     finally:
         sa.event.remove(db_engine, "before_cursor_execute", count_rows)
-    # One candidate query plus loading the node: no per-node queries, no full scan in Python.
+    # One candidate query plus reading the node: no per-node queries, no full scan in Python.
     assert len(loaded) <= 3, loaded
+    with db_engine.connect() as conn:
+        cached = conn.execute(sa.select(Node.driver_internal_info)
+                              .where(Node.uuid == node.uuid)).scalar_one()
+    assert cached["lookup_bmc_addresses"] == ["10.0.7.17"]

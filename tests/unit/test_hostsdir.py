@@ -63,6 +63,16 @@ def test_files_are_0644_whatever_the_umask(tmp_path, hd):
         assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o644
 
 
+def test_a_leftover_dotfile_does_not_pass_on_its_mode(tmp_path, hd):
+    # O_TRUNC keeps an existing file's mode: a dotfile left by a crash must not decide it
+    leftover = tmp_path / f".{M1}.tmp"
+    leftover.write_text("half")
+    leftover.chmod(0o600)
+    _sync(hd, DesiredState(allow={M1}))
+    assert stat.S_IMODE(os.stat(tmp_path / M1).st_mode) == 0o644
+    assert _read(tmp_path, M1) == f"{M1}\n"
+
+
 def test_first_scan_classifies_by_content_not_size(tmp_path, hd):
     # Right sizes (18 and 25 bytes), wrong content: another MAC, a bogus option.
     (tmp_path / M1).write_text(ALLOW.format(M2))

@@ -225,3 +225,30 @@ def test_invalid_database_addresses_are_one_log_line_per_sync(engine, hosts, cap
     assert result.invalid == 3
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(lines) == 1 and "3 port(s) with an invalid address" in lines[0], lines
+
+
+def test_served_nodes_after_a_sync_come_from_its_snapshot(engine, hosts):
+    served = add_node(engine, "inspect wait", [M1, M2])
+    add_node(engine, "inspect wait", [M3], interface="redfish")  # not served
+    add_node(engine, "active", ["52:54:00:00:00:04"])
+    source = DatabaseSource(engine)
+    sync = FilterSync(source, str(hosts))
+    sync.full_sync()
+    source.served_nodes(["agent"])  # the first call reads: snapshots keep UUIDs from now on
+    sync.full_sync()
+    statements = []
+
+    def record(_conn, _cursor, sql, *_args):
+        statements.append(sql)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        from_snapshot = source.served_nodes(["agent"])
+        assert statements == []  # the ports are not read twice per sync
+        set_state(engine, served, "manageable")
+        assert source.served_nodes(["agent"]) == []  # later calls read the database
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert [(row.provision_state, sorted(a for _, a in row.ports)) for row in from_snapshot] \
+        == [("inspect wait", [M1, M2])]
+    assert all(port for row in from_snapshot for port, _ in row.ports)

@@ -206,3 +206,18 @@ def test_node_uuid_is_reported_to_the_log(inventory, node, caplog):
     caplog.set_level(logging.INFO, logger="inspection.rules")
     apply([{"op": "log", "args": ["x"]}], inventory, node)
     assert any(NODE_UUID in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("action", [
+    {"op": "set-attribute", "args": ["/extra/deep/list/0/key", "new"]},
+    {"op": "extend-attribute", "args": ["/extra/deep/list", "added"]},
+    {"op": "del-attribute", "args": ["/extra/deep/list/0"]},
+])
+def test_node_edits_leave_the_previous_value_untouched(action, inventory, node):
+    # a rollback restores the previous value object: no edit may reach into it
+    node.node["extra"] = {"deep": {"list": [{"key": "old"}]}, "other": {"kept": 1}}
+    before = node.node["extra"]
+    apply([action], inventory, node)
+    assert before == {"deep": {"list": [{"key": "old"}]}, "other": {"kept": 1}}
+    assert node.node["extra"] is not before and node.node["extra"] != before
+    assert node.node["extra"]["other"] == {"kept": 1}
