@@ -176,7 +176,10 @@ class NotificationListener:
         """Stop consuming; the queue stays until it expires."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(10)
+            # Bounded: a slow or frozen broker may never answer the last acks and the
+            # cancel; unacknowledged notifications are delivered again, and applying one
+            # twice changes nothing. The thread is a daemon: it does not hold the exit.
+            self._thread.join(2)
 
     def _queue(self) -> kombu.Queue:
         # Declared as oslo.messaging declares it by default; if Ironic's options made it
