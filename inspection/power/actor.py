@@ -26,8 +26,9 @@ from inspection.errors import NodeLocked
 from inspection.inspect_control import fail_inspection
 from inspection.power import drivers, tasks
 from inspection.power.errors import BmcError
-from inspection.power.pool import SessionPool
+from inspection.power.pool import SessionPool, Stopping
 from pxe_filter.broadcast import FilterNotifier, NodePorts
+from pxe_filter.common.database import error_reason
 
 LOG = logging.getLogger(__name__)
 
@@ -67,8 +68,10 @@ class PowerActor:
         self._wake.set()
 
     def stop(self, timeout: float | None = 30) -> None:
-        """Stop scheduling; steps in progress finish (the rest stays recorded)."""
+        """Stop scheduling; a BMC call in progress finishes, retries do not start (what is
+        left stays recorded on the node for the next start)."""
         self._stop.set()
+        self.pool.stopping.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -78,6 +81,9 @@ class PowerActor:
         while not self._stop.is_set():
             try:
                 self.schedule()
+            except sa.exc.SQLAlchemyError as exc:
+                LOG.warning("Looking for BMC work failed, the database did not answer (%s); "
+                            "retrying in %s s", error_reason(exc), self.interval)
             except Exception:
                 LOG.exception("Looking for BMC work failed; retrying in %s s", self.interval)
             self._wake.wait(self.interval)
@@ -103,6 +109,12 @@ class PowerActor:
             self.step(node_id)
         except NodeLocked:
             LOG.debug("Node %s is reserved; its BMC work waits for the next look", node_id)
+        except Stopping:
+            LOG.info("Stopping: the BMC work of node %s stays recorded for the next start",
+                     node_id)
+        except sa.exc.SQLAlchemyError as exc:
+            LOG.warning("BMC work on node %s not recorded, the database did not answer (%s); "
+                        "retried at the next look", node_id, error_reason(exc))
         except Exception:
             LOG.exception("BMC work on node %s failed unexpectedly; retried at the next look",
                           node_id)

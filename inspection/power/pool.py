@@ -3,7 +3,6 @@ each request retried with exponential backoff, every failure counted in the metr
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -14,6 +13,12 @@ from inspection.power import drivers
 from inspection.power.errors import BmcError
 
 LOG = logging.getLogger(__name__)
+
+
+class Stopping(Exception):
+    """The service stops: BMC work not done yet stays recorded for the next start."""
+
+
 T = TypeVar("T")
 
 
@@ -27,6 +32,8 @@ class SessionPool:
         self.retries = group.call_retries
         self.interval = group.retry_interval
         self._slots = threading.BoundedSemaphore(self.size)
+        #: Set when the service stops: no new attempt starts and backoffs end at once.
+        self.stopping = threading.Event()
         self._lock = threading.Lock()
         self.open_now = 0
         self.most_open = 0  # the highest number of sessions open at once, for tests
@@ -37,6 +44,8 @@ class SessionPool:
         :class:`BmcError` after the last attempt."""
         label = driver or "none"
         for attempt in range(self.retries + 1):
+            if self.stopping.is_set():
+                raise Stopping(what)
             try:
                 result = self._once(driver, driver_info, work)
             except BmcError as exc:
@@ -47,7 +56,8 @@ class SessionPool:
                 delay = self.interval * 2 ** attempt
                 LOG.info("%s failed (%s); retry %d of %d in %.1f s", what, exc, attempt + 1,
                          self.retries, delay)
-                time.sleep(delay)
+                if self.stopping.wait(delay):
+                    raise Stopping(what) from None
             else:
                 metrics.BMC_REQUESTS.labels(driver=label, outcome="ok").inc()
                 return result
