@@ -24,7 +24,7 @@ from inspection.db.models import Node, Port
 from pxe_filter.common.database import create_engine
 from tests.support import netns, services
 from tests.support.daemon import start_filter
-from tests.support.services_procs import start_api, start_worker
+from tests.support.services_procs import ONE_ADDRESS_RACK, start_api, start_worker
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 pytest_plugins = ["tests.support.dhcp_fixtures"]
@@ -74,8 +74,8 @@ def system(tmp_path_factory, netns_pair):
         filt.wait_ready(30)
         for worker in workers:
             worker.wait_ready(30)  # consuming: the task queue exists before the API casts
-        # The 200 "machines" below all post from 127.0.0.1: one address's burst must hold them.
-        api = start_api(tmp, db_url, vhost, {**conf, "api": {"callback_burst": 250}})
+        # The 200 "machines" below all post from 127.0.0.1.
+        api = start_api(tmp, db_url, vhost, {**conf, "api": ONE_ADDRESS_RACK})
         procs.append(api)
         api.wait_http()
         dnsmasq = netns.Dnsmasq.for_hostsdir(netns_pair, tmp / "dnsmasq", hostsdir).start()

@@ -146,7 +146,7 @@ def test_import_refuses_unreadable_files_without_calling_the_api(cli, tmp_path, 
 
 def test_node_and_port_commands(cli, tmp_path):
     name = f"node-{uuid.uuid4().hex[:6]}"
-    node = _json(cli, "node", "create", "--driver", "ipmi", "--name", name,
+    node = _json(cli, "node", "create", "--driver", "fake-hardware", "--name", name,
                  "--driver-info", '{"ipmi_address": "192.0.2.9", "ipmi_password": "s3cret"}')
     assert node["provision_state"] == "enroll"
     assert node["driver_info"]["ipmi_password"] == "******"

@@ -108,7 +108,14 @@ def enroll(api, name: str, driver: str, driver_info: dict, mac: str | None = Non
 
 
 def provision(api, ident: str, target: str) -> None:
-    resp = api.client.put(f"/v1/nodes/{ident}/states/provision", json={"target": target})
+    # A BMC step holds the node's reservation for a moment: 409, which clients retry (as
+    # ironicclient does for Ironic's NodeLocked).
+    deadline = time.monotonic() + 10
+    while True:
+        resp = api.client.put(f"/v1/nodes/{ident}/states/provision", json={"target": target})
+        if resp.status_code != 409 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert resp.status_code == 202, resp.json
 
 

@@ -27,7 +27,7 @@ from tests.support.callbacks import (
     wait_finished,
 )
 from tests.support.rabbitmq import PrivateRabbit
-from tests.support.services_procs import start_api, start_worker
+from tests.support.services_procs import ONE_ADDRESS_RACK, start_api, start_worker
 from tests.support.tcpproxy import TcpProxy
 
 pytestmark = pytest.mark.slow
@@ -36,8 +36,8 @@ pytestmark = pytest.mark.slow
 #: plus what a shared 2-core machine adds.
 TAKEOVER = 60
 MARGIN = 20
-# The simulated machines all post from 127.0.0.1: one address's burst must hold them.
-DISCOVERY = {"auto_discovery": {"enabled": True}, "api": {"callback_burst": 250}}
+# The simulated machines all post from 127.0.0.1.
+DISCOVERY = {"auto_discovery": {"enabled": True}, "api": ONE_ADDRESS_RACK}
 
 
 @pytest.fixture
@@ -126,7 +126,8 @@ def test_the_api_all_in_one_killed_after_202_finishes_the_work_when_restarted(tm
     count = 40
     macs = machine_macs(count, "52:54:00:d2")
     # The same [DEFAULT]host before and after the crash, as systemd restarts it.
-    conf = {**DISCOVERY, "DEFAULT": {"host": "all-in-one"}, "api": {"processing_threads": 1}}
+    conf = {**DISCOVERY, "DEFAULT": {"host": "all-in-one"},
+            "api": {**ONE_ADDRESS_RACK, "processing_threads": 1}}
     first = start_api(tmp_path, sqlite_url, None, conf, name="api1")
     procs = [first]
     try:

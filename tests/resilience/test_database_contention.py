@@ -15,7 +15,7 @@ from pxe_filter.common.database import create_engine
 from tests.integration.node_factory import add_node
 from tests.support import services
 from tests.support.callbacks import machine_macs, nodes_of, post_callbacks, wait_finished
-from tests.support.services_procs import start_api, start_worker
+from tests.support.services_procs import ONE_ADDRESS_RACK, start_api, start_worker
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +78,7 @@ def _run_api_and_workers(tmp_path, url: str, vhost: str, macs: list[str], *, thr
     """Two workers and an API; POST a callback per MAC from ``threads`` clients (while
     ``during()`` runs in a thread, if given); the answers, node rows and logs."""
     workers = [start_worker(tmp_path, url, vhost, name=f"worker{i}") for i in (1, 2)]
-    api = start_api(tmp_path, url, vhost)
+    api = start_api(tmp_path, url, vhost, {"api": ONE_ADDRESS_RACK})
     procs = [*workers, api]
     chaos = threading.Thread(target=during) if during else None
     try:

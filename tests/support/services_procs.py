@@ -35,6 +35,11 @@ def start_worker(tmp_path: Path, db_url: str, transport_url: str | None,
     return spawn(argv, name, Path(tmp_path), sections, debug=debug)
 
 
+#: ``[api]`` options for tests whose simulated machines all post from 127.0.0.1: one
+#: address's rate limit and connection limit must hold a whole rack of them.
+ONE_ADDRESS_RACK = {"callback_burst": 1000, "connections_per_client": 0}
+
+
 def start_api(tmp_path: Path, db_url: str, transport_url: str | None = None,
               extra_conf: dict | None = None, *, name: str = "api",
               port: int | None = None) -> ServiceProcess:
