@@ -8,7 +8,6 @@ that was processed or restarted meanwhile is left alone.
 
 import functools
 import logging
-import threading
 from datetime import datetime, timedelta
 
 import sqlalchemy.exc
@@ -18,6 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 
 from inspection import attempts, locking, metrics
+from inspection.common.periodic import PeriodicTask
 from inspection.db import retry
 from inspection.db.engine import session_scope
 from inspection.db.models import INSPECT_WAIT, INSPECTING, InspectionCallback, Node, utcnow
@@ -130,15 +130,15 @@ def timeout_interval(conf: cfg.ConfigOpts) -> float:
     return float(min(60, max(1, timeout // 10)))
 
 
-class TimeoutTask:
+class TimeoutTask(PeriodicTask):
     """Runs :func:`fail_timed_out` every ``interval`` seconds until stopped."""
+
+    thread_name = "inspect-wait-timeout"
 
     def __init__(self, engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier,
                  interval: float = 60.0) -> None:
+        super().__init__(interval)
         self.engine, self.conf, self.notifier = engine, conf, notifier
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @classmethod
     def from_conf(cls, engine: Engine, conf: cfg.ConfigOpts,
@@ -153,19 +153,3 @@ class TimeoutTask:
         except Exception:
             LOG.exception("Inspection timeout task failed; retrying in %s s", self.interval)
             return []
-
-    def start(self) -> None:
-        """Run in a daemon thread."""
-        self._thread = threading.Thread(target=self._loop, name="inspect-wait-timeout",
-                                        daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.run_once()
-
-    def stop(self, timeout: float | None = None) -> None:
-        """Stop the loop and wait for a running pass to finish."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)

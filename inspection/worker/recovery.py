@@ -24,7 +24,6 @@ registers again.
 """
 
 import logging
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -32,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from inspection import locking
+from inspection.common.periodic import PeriodicTask
 from inspection.db.models import (
     INSPECT_WAIT,
     InspectionCallback,
@@ -211,15 +211,16 @@ def release_unregistered(engine: Engine, inspect_wait_timeout: int,
     return released
 
 
-class ReservationRepair:
+class ReservationRepair(PeriodicTask):
     """Clears this host's leftover reservations every ``interval`` seconds, for a process
     that takes reservations but processes no callbacks (an API that hands its data to
     workers: its aborts and inspects reserve nodes too)."""
 
+    thread_name = "reservation-repair"
+
     def __init__(self, engine: Engine, host: str, interval: float) -> None:
-        self.engine, self.host, self.interval = engine, host, interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(interval)
+        self.engine, self.host = engine, host
 
     def run_once(self) -> list[str]:
         """One pass; database errors are logged, never raised."""
@@ -229,19 +230,3 @@ class ReservationRepair:
             LOG.warning("Cannot look for leftover node reservations of %s: %s; retrying in "
                         "%s s", self.host, error_reason(exc), self.interval)
             return []
-
-    def start(self) -> None:
-        """Run in a daemon thread."""
-        self._thread = threading.Thread(target=self._loop, name="reservation-repair",
-                                        daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.run_once()
-
-    def stop(self, timeout: float | None = None) -> None:
-        """Stop the loop."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
