@@ -16,7 +16,6 @@ Topology, built once for the module::
 
 import os
 import socket
-import struct
 import subprocess
 import time
 import uuid
@@ -44,6 +43,7 @@ from scapy.layers.dhcp6 import (
 from pxe_filter import conf as filter_conf
 from pxe_filter.dnsmasq import config, options
 from tests.support import dhcp_client, netns, services
+from tests.support.processes import terminate
 
 pytestmark = pytest.mark.netns
 
@@ -52,7 +52,6 @@ WILDCARD_FILE = "unknown_hosts_filter"
 BOOT_V6 = "http://[fd00:18::1]:8080/snponly.efi"
 SERVER6, RELAY6, LEAF_NET6 = "fd00:18::1", "fd00:18::2", "fd00:19::1"
 RELAY4, GIADDR = "198.18.0.2", "198.19.0.1"
-_HEADER = 240
 #: Seconds a client waits to show it is not answered (dnsmasq answers in milliseconds).
 NO_ANSWER = 2.0
 
@@ -324,26 +323,23 @@ def test_dnsmasq_relay_in_front_serves_allowed_machines(topo, server_factory, tm
     """dnsmasq's own --dhcp-relay sends option 79: a real dhclient -6 behind it."""
     server = server_factory([f"{netns.RANGE_START},{netns.RANGE_END},{netns.NETMASK}"],
                             "fd00:19::100,fd00:19::1ff,64")
-    relay = netns.Dnsmasq(topo.pair, tmp_path / "relay", [
+    relay = subprocess.Popen(topo.pair.exec_argv(topo.relay, [
         "dnsmasq", "--no-daemon", "--conf-file=/dev/null", "--port=0", "--pid-file=",
-        f"--dhcp-relay={LEAF_NET6},{SERVER6}", "--log-dhcp", "--log-facility=-"])
-    relay.proc = subprocess.Popen(topo.pair.exec_argv(topo.relay, relay.argv),
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        f"--dhcp-relay={LEAF_NET6},{SERVER6}", "--log-dhcp", "--log-facility=-"]),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(0.5)
-        _set_mac(topo.leaf, "leaf0", DENIED)
-        assert not _dhclient6(topo.leaf, "leaf0", tmp_path, wait=NO_ANSWER)
+        # Served first: that proves the relay is up before anything is expected unanswered.
         _set_mac(topo.leaf, "leaf0", ALLOWED)
         assert _dhclient6(topo.leaf, "leaf0", tmp_path, wait=8), server.proc.log_text()[-3000:]
+        _set_mac(topo.leaf, "leaf0", DENIED)
+        assert not _dhclient6(topo.leaf, "leaf0", tmp_path, wait=NO_ANSWER)
         _set_mac(topo.leaf, "leaf0", UNKNOWN)
         assert not _dhclient6(topo.leaf, "leaf0", tmp_path, wait=NO_ANSWER)
         server.verdicts(unknown=True)
         assert _dhclient6(topo.leaf, "leaf0", tmp_path, wait=8)
     finally:
         server.verdicts(unknown=False)
-        relay.proc.terminate()
-        relay.proc.wait(timeout=5)
+        terminate(relay, 5)
 
 
 def _relayed_discover(ns: str, mac: str) -> str | None:
@@ -356,23 +352,12 @@ def _relayed_discover(ns: str, mac: str) -> str | None:
     def exchange() -> bytes | None:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.bind((GIADDR, 67))
-            sock.settimeout(1.0)
             sock.sendto(bytes(packet), (netns.SERVER_IP, 67))
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline:
-                try:
-                    data = sock.recv(4096)
-                except TimeoutError:
-                    return None
-                if len(data) > _HEADER and struct.unpack_from("!I", data, 4)[0] == xid:
-                    return data
-        return None
+            return dhcp_client.reply_to(sock, xid, 1.0)
 
     data = dhcp_client.run_in_netns(ns, exchange)
-    if data is None:
-        return None
-    opts = dhcp_client._parse_options(data[_HEADER:])
-    return socket.inet_ntoa(data[16:20]) if opts.get(53) == b"\x02" else None
+    offer = dhcp_client.parse_offer(data) if data else None
+    return offer.yiaddr if offer else None
 
 
 def test_relayed_dhcpv4_follows_the_hostsdir(topo, server_factory):

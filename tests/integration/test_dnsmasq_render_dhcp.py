@@ -66,15 +66,7 @@ def _discover(pair: netns.NetnsPair, mac: str, extra: bytes, timeout: float = 1.
             sock.bind(("0.0.0.0", 68))
             sock.settimeout(timeout)
             sock.sendto(packet.ljust(300, b"\0"), ("255.255.255.255", 67))
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                try:
-                    data = sock.recv(4096)
-                except TimeoutError:
-                    return None
-                if len(data) > _HEADER and struct.unpack_from("!I", data, 4)[0] == xid:
-                    return data
-        return None
+            return dhcp_client.reply_to(sock, xid, timeout)
 
     data = dhcp_client.run_in_netns(pair.client, exchange)
     if data is None:

@@ -14,6 +14,7 @@ import bcrypt
 import requests
 
 from tests.support import venvs
+from tests.support.processes import terminate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,13 +102,7 @@ class SushyEmulator:
 
     def stop(self) -> None:
         """Stop it (only the process this object started)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
 
 
 class IpmiBmc:
@@ -146,13 +141,7 @@ class IpmiBmc:
 
     def stop(self) -> None:
         """Stop it (only the process this object started)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
 
 
 class SilentBmc:

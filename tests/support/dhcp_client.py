@@ -96,6 +96,21 @@ def build_discover(mac: str, xid: int) -> bytes:
     return (header + _MAGIC + options).ljust(300, b"\0")
 
 
+def reply_to(sock: socket.socket, xid: int, timeout: float) -> bytes | None:
+    """The first datagram on ``sock`` that answers transaction ``xid`` within ``timeout`` s
+    (replies to other transactions are skipped), or None."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            data = sock.recv(4096)
+        except TimeoutError:
+            return None
+        if len(data) > _BOOTP.size and struct.unpack_from("!I", data, 4)[0] == xid:
+            return data
+    return None
+
+
 def parse_offer(data: bytes) -> Offer | None:
     """The Offer in a server reply, or None if ``data`` is not a well-formed DHCPOFFER."""
     if len(data) < _BOOTP.size + 4 or data[0] != 2 or data[_BOOTP.size:_BOOTP.size + 4] != _MAGIC:

@@ -16,7 +16,7 @@ from pathlib import Path
 import requests
 
 from tests.support import services, venvs
-from tests.support.processes import write_config
+from tests.support.processes import terminate, write_config
 
 ADMIN_PASSWORD = "keystone-admin-pass"
 REGION = "RegionOne"
@@ -124,10 +124,4 @@ class Keystone:
 
     def stop(self) -> None:
         """Terminate Keystone."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc, 20)

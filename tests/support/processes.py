@@ -23,6 +23,18 @@ import requests
 Sections = dict[str, dict[str, object]]
 
 
+def terminate(proc: "subprocess.Popen | None", timeout: float = 10) -> None:
+    """SIGTERM ``proc`` if it still runs, SIGKILL after ``timeout`` s; wait for it."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def console_script(name: str, module: str) -> list[str]:
     """argv prefix running the installed console script (or the module as a fallback)."""
     script = Path(sys.executable).with_name(name)
