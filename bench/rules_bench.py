@@ -135,6 +135,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="median of N runs")
     parser.add_argument("--baseline-python", default=".venvs/ironic39/bin/python")
     parser.add_argument("--baseline-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--output", help="also write the figures to this JSON file")
     args = parser.parse_args()
     if args.baseline_worker:
         baseline_worker(args.baseline_worker)
@@ -163,6 +164,11 @@ def main() -> None:
     print(f"Ironic 39: {their_med:8.3f} s  ({min(their_times):.3f}-{max(their_times):.3f})  "
           f"({theirs[0][1]} rule applications)")
     print(f"speed-up: {their_med / our_med:.2f}x")
+    if args.output:
+        with open(args.output, "w") as stream:
+            json.dump({"ours_s": our_times, "ironic_s": their_times,
+                       "applications": [ours[0][1], theirs[0][1]],
+                       "speedup": their_med / our_med}, stream, indent=1)
 
 if __name__ == "__main__":
     main()
