@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from pxe_filter import policy
+from pxe_filter import policy, scope_check
 from pxe_filter.common import macs
 from pxe_filter.foreign_files import ForeignReport, remove_foreign
 from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, Listing, WriteReport
@@ -79,10 +79,12 @@ class FilterSync:
     def __init__(self, source: Source, hostsdir_path: str, *,
                  supported_interfaces: Collection[str] = ("agent",),
                  discovery_enabled: bool = False, deny_unknown_macs: bool = False,
+                 scope: policy.Scope = policy.UNSCOPED,
                  should_stop: Callable[[], bool] = lambda: False) -> None:
         self.source = source
         self.hostsdir = HostsDir(hostsdir_path)
         self.supported_interfaces = frozenset(supported_interfaces)
+        self.scope = scope
         self.discovery_enabled = discovery_enabled
         self.deny_unknown_macs = deny_unknown_macs
         self.should_stop = should_stop
@@ -109,11 +111,12 @@ class FilterSync:
         #: first sync. Self-healing puts files back to it.
         self.desired: policy.DesiredState | None = None
 
-    def configure(self, *, supported_interfaces: Collection[str],
-                  discovery_enabled: bool, deny_unknown_macs: bool) -> None:
-        """Apply re-read options (SIGHUP); the next full sync uses them."""
+    def configure(self, *, supported_interfaces: Collection[str], discovery_enabled: bool,
+                  deny_unknown_macs: bool, scope: policy.Scope = policy.UNSCOPED) -> None:
+        """Apply re-read options (SIGHUP); broadcasts use them now, the next full sync too."""
         with self._lock:
             self.supported_interfaces = frozenset(supported_interfaces)
+            self.scope = scope
             self.discovery_enabled = discovery_enabled
             self.deny_unknown_macs = deny_unknown_macs
 
@@ -177,9 +180,9 @@ class FilterSync:
         start = time.monotonic()
         with self._lock:
             snapshot_seq = self._seq
-            interfaces = self.supported_interfaces
+            interfaces, scope = self.supported_interfaces, self.scope
             discovery, deny_unknown = self.discovery_enabled, self.deny_unknown_macs
-        snap = self.source.read_snapshot(interfaces)
+        snap = self.source.read_snapshot(interfaces, scope)
         desired = policy.compute_split(snap.on_inspection, snap.others,
                                        bool(snap.inspecting), discovery_enabled=discovery,
                                        deny_unknown_macs=deny_unknown)
@@ -231,11 +234,13 @@ class FilterSync:
 
     def apply_broadcast(self, allow: Iterable[object] | None = None,
                         deny: Iterable[object] | None = None,
-                        origin: str = "Broadcast") -> BroadcastResult:
+                        origin: str = "Broadcast", in_scope: bool = False) -> BroadcastResult:
         """Validate and normalise the MACs, then write their files; a MAC in both is denied.
 
         Invalid entries (and a non-list argument) are logged, counted in ``rejected`` and
-        skipped; the valid ones are still applied.
+        skipped; the valid ones are still applied. A scoped filter checks the allows against
+        the database first (:mod:`pxe_filter.scope_check`) unless ``in_scope`` (the caller
+        decided them from database rows with the same scope).
         """
         good_allow, bad_allow = macs.split_valid(allow)
         good_deny, bad_deny = macs.split_valid(deny)
@@ -245,6 +250,9 @@ class FilterSync:
             bad = [_describe_invalid(v) for v in (*bad_allow, *bad_deny)[:3]]
             LOG.warning("%s: rejected %s", origin,
                         macs.summary(result.rejected, bad, "invalid entr(y/ies)"))
+        if not in_scope:
+            good_allow, good_deny = scope_check.screen(self.source, self.scope, good_allow,
+                                                       good_deny, origin)
         wanted = policy.merge_lists(good_allow, good_deny)
         with self._lock:
             self._seq += 1
