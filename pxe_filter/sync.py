@@ -13,13 +13,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
 
 from pxe_filter import policy, scope_check
 from pxe_filter.common import macs
 from pxe_filter.foreign_files import ForeignReport, remove_foreign
 from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, Listing, WriteReport
 from pxe_filter.source import Source
+from pxe_filter.sync_results import BroadcastResult, SyncResult
 
 LOG = logging.getLogger(__name__)
 
@@ -30,47 +30,6 @@ FULL_READ_EVERY = 100
 
 class HostsdirSwapped(Exception):
     """The configured hostsdir path no longer names the directory the daemon holds."""
-
-
-@dataclass
-class SyncResult:
-    """Outcome of one full sync."""
-
-    allowed: int = 0
-    denied: int = 0
-    written: int = 0
-    failed: int = 0
-    unknown_allowed: bool = False
-    duration: float = 0.0
-    invalid: int = 0
-    reread: int = 0
-    kept_broadcasts: int = 0
-    interrupted: bool = False
-    purged: int = 0
-    held: int = 0
-    foreign: int = 0  # files the filter did not write, removed or emptied
-    reopened: bool = False  # unknown MACs were closed by a database outage until now
-
-    def summary(self) -> str:
-        """One log-friendly line."""
-        unknown = "allowed" if self.unknown_allowed else "denied"
-        if self.held:
-            unknown = "denied (allowed by the policy, held until every denial is written)"
-        return (f"{self.allowed} allowed, {self.denied} denied, unknown MACs "
-                f"{unknown}; {self.written} file(s) "
-                f"written, {self.failed} failed, {self.reread} read, {self.invalid} invalid "
-                f"MAC(s) in the database; {self.duration:.3f} s")
-
-
-@dataclass
-class BroadcastResult:
-    """Outcome of one broadcast."""
-
-    allowed: int = 0
-    denied: int = 0
-    rejected: int = 0
-    written: int = 0
-    failed: int = 0
 
 
 class FilterSync:
