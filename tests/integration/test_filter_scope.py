@@ -151,3 +151,18 @@ def test_out_of_scope_node_alone_on_inspection_keeps_unknown_macs_denied(scoped_
     daemon.signal(signal.SIGHUP)  # a full sync: the same verdict, now with a deny file
     time_until(hostsdir / OUT3, DENY.format(OUT3), timeout=20)
     assert read(hostsdir / WILDCARD) == "*:*:*:*:*:*,ignore\n"
+
+
+def test_sighup_applies_a_new_scope(scoped_daemon):
+    url, hostsdir, daemon, _, _ = scoped_daemon
+    add(url, "inspect wait", [OUT1], "rack2")
+    add(url, "inspect wait", [IN1], "rack1")
+    config = daemon.config_path
+    text = config.read_text()
+    assert "conductor_groups = rack1" in text
+    config.write_text(text.replace("conductor_groups = rack1", "conductor_groups = rack2"))
+    start = len(daemon.log_text())
+    daemon.signal(signal.SIGHUP)
+    daemon.wait_log("Serving conductor groups rack2", timeout=20, start=start)
+    time_until(hostsdir / OUT1, ALLOW.format(OUT1), timeout=20)
+    time_until(hostsdir / IN1, DENY.format(IN1), timeout=20)
