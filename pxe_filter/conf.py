@@ -3,12 +3,17 @@
 Options re-read on SIGHUP are marked ``mutable``; the others need a restart.
 """
 
-from oslo_config import cfg
+from oslo_config import cfg, types
 
+from pxe_filter import policy
 from pxe_filter.common import options as shared
 from pxe_filter.dnsmasq import options as dnsmasq_options
 
 GROUP = "pxe_filter"
+
+#: Ironic's names (and our two placeholders), never a quote or backslash: the scope is
+#: rendered into the sync's SQL.
+_NAME = types.String(regex=r"^[^'\"\\\s]+$")
 
 pxe_filter_opts = [
     cfg.StrOpt("dhcp_hostsdir", default="/var/lib/ironic-pxe-filter/hostsdir",
@@ -36,6 +41,29 @@ pxe_filter_opts = [
                      "followed at once by a dnsmasq reload (dnsmasq forgets a deleted file "
                      "only on SIGHUP), so it needs [dnsmasq]control; without one it is "
                      "ignored with a warning."),
+    cfg.ListOpt("conductor_groups", default=[], mutable=True, item_type=_NAME,
+                help="Serve only nodes of these Ironic conductor groups (one filter per "
+                     "provisioning network); empty serves every group. Write "
+                     f"'{policy.DEFAULT_GROUP}' for the default group (Ironic's ''). Names "
+                     "are compared lower-case, as Ironic stores them. A node outside the "
+                     "scope is never allowed, whatever a sync, a broadcast or a notification "
+                     "says; see out_of_scope for its ports."),
+    cfg.ListOpt("shards", default=[], mutable=True, item_type=_NAME,
+                help="Serve only nodes of these Ironic shards; empty serves every shard. "
+                     f"Write '{policy.NO_SHARD}' for nodes without a shard. With "
+                     "conductor_groups too, a node must match both."),
+    cfg.StrOpt("out_of_scope", default=policy.OUT_OF_SCOPE_DENY, mutable=True,
+               choices=[(policy.OUT_OF_SCOPE_DENY,
+                         "every port of an out-of-scope node gets a deny file (safe: "
+                         "dnsmasq never answers those machines); each sync reads every port"),
+                        (policy.OUT_OF_SCOPE_WILDCARD,
+                         "out-of-scope nodes' ports get no file and follow the unknown-MAC "
+                         "wildcard; a sync reads only in-scope nodes' ports. Safe only when "
+                         "this dnsmasq's network never sees other groups' machines, or with "
+                         "deny_unknown_macs = true: while discovery is on or an in-scope node "
+                         "is on inspection, the wildcard serves them")],
+               help="What the ports of nodes outside conductor_groups/shards get. Unused "
+                    "without a scope."),
     cfg.BoolOpt("ironic_notifications", default=False,
                 help="Follow Ironic's versioned notifications (Ironic: [DEFAULT]"
                      "notification_level = info, [oslo_messaging_notifications]driver = "

@@ -33,6 +33,7 @@ from pxe_filter.hostsdir_lock import HostsdirLock
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.notifications.listener import NotificationListener, broker_connection
+from pxe_filter.policy import UNSCOPED, Scope
 from pxe_filter.selfheal.healer import SelfHealer
 from pxe_filter.selfheal.watcher import HostsdirWatcher
 from pxe_filter.source import DatabaseSource
@@ -60,6 +61,7 @@ class Options:
     deny_unknown_macs: bool
     #: Seconds without a successful sync before unknown MACs are denied (0: never).
     outage_deny_unknown: int = 0
+    scope: Scope = UNSCOPED
 
     @classmethod
     def read(cls, conf: cfg.ConfigOpts) -> "Options":
@@ -68,7 +70,9 @@ class Options:
             opts = conf.pxe_filter
             return cls(opts.sync_period, list(opts.supported_inspect_interfaces),
                        conf.auto_discovery.enabled, opts.deny_unknown_macs,
-                       opts.database_outage_deny_unknown)
+                       opts.database_outage_deny_unknown,
+                       Scope.from_options(opts.conductor_groups, opts.shards,
+                                          opts.out_of_scope))
         except (cfg.Error, ValueError) as exc:
             raise FatalConfigError(f"invalid configuration: {exc}") from None
 
@@ -144,7 +148,8 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
     try:
         sync = FilterSync(source, hostsdir, supported_interfaces=options.supported_interfaces,
                           discovery_enabled=options.discovery_enabled,
-                          deny_unknown_macs=options.deny_unknown_macs, should_stop=should_stop)
+                          deny_unknown_macs=options.deny_unknown_macs, scope=options.scope,
+                          should_stop=should_stop)
     except OSError as exc:
         source.close()
         raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {hostsdir} cannot be opened as a "
@@ -164,8 +169,10 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
     status = state.StatusRecorder(
         state_path, hostsdir, sync.figures, control.describe,
         dir_fd=None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd))
+    status.scope = lambda: sync.scope.describe()  # noqa: PLW0108 - replaced on SIGHUP
     metrics = FilterMetrics(status)
-    follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces)
+    follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces,
+                                    lambda: sync.scope)
     if notification_url:
         notification_listener = NotificationListener(
             notification_url, conf.host, list(conf.pxe_filter.notification_topics),
@@ -200,7 +207,7 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
 def _follow_unknown(source: DatabaseSource, sync: FilterSync) -> None:
     """After a broadcast: serve unknown MACs iff a node is on inspection now."""
     try:
-        sync.follow_unknown(source.any_served(sync.supported_interfaces))
+        sync.follow_unknown(source.any_served(sync.supported_interfaces, sync.scope))
     except DatabaseError as exc:
         LOG.warning("Unknown-MAC policy not re-checked after a broadcast: %s; the next sync "
                     "will", exc)
@@ -272,6 +279,7 @@ class Daemon:
         LOG.info("Managing %s from %s (sync every %s; dnsmasq control: %s)", hostsdir,
                  self.source.describe(), f"{period} s" if period else
                  "never: periodic sync disabled", self.control.name)
+        LOG.info("Serving %s", self.options.scope.describe())
         result = self._first_sync()
         if self.failsafe.fatal:
             raise FatalError(self.failsafe.fatal)
@@ -485,8 +493,9 @@ class Daemon:
         self.options = options
         self.sync.configure(supported_interfaces=options.supported_interfaces,
                             discovery_enabled=options.discovery_enabled,
-                            deny_unknown_macs=options.deny_unknown_macs)
+                            deny_unknown_macs=options.deny_unknown_macs, scope=options.scope)
         self.sync.reread_files()
+        LOG.info("Serving %s", options.scope.describe())
         warn_conflicts(options.discovery_enabled, options.deny_unknown_macs)
         return options.sync_period
 

@@ -2,7 +2,8 @@
 
 Pure functions, no I/O: the rules are exactly those of Ironic's own filter plus inspector's
 ``deny_unknown_macs``. :func:`pxe_allowed` is the one place that decides whether a node's ports
-are served: the full sync and every broadcast sender use it. Sets rather than per-MAC
+are served (state, inspect interface and :class:`Scope`): the full sync, the notification
+follower and every broadcast sender use it. Sets rather than per-MAC
 objects, so that comparing 100k MACs with the files costs a few set operations in C.
 """
 
@@ -39,20 +40,102 @@ class DesiredState:
         (self.deny if allow else self.allow).discard(mac)
 
 
+#: How the configuration spells Ironic's default conductor group ('') and "no shard" (NULL):
+#: neither is a name Ironic accepts, so they cannot clash with a real group or shard.
+DEFAULT_GROUP = "<default>"
+NO_SHARD = "<none>"
+#: What the out-of-scope nodes' ports get: a deny file each, or no file (the wildcard).
+OUT_OF_SCOPE_DENY, OUT_OF_SCOPE_WILDCARD = "deny", "wildcard"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The nodes a filter serves: conductor groups and shards (None: any); both must match."""
+
+    conductor_groups: frozenset[str] | None = None
+    shards: frozenset[str | None] | None = None
+    out_of_scope: str = OUT_OF_SCOPE_DENY
+
+    @classmethod
+    def from_options(cls, groups: Iterable[str], shards: Iterable[str],
+                     out_of_scope: str = OUT_OF_SCOPE_DENY) -> "Scope":
+        """From the configured lists (empty: no scope); Ironic stores groups lower-case."""
+        group_set = frozenset("" if g.lower() == DEFAULT_GROUP else g.lower() for g in groups)
+        shard_set = frozenset(None if s.lower() == NO_SHARD else s for s in shards)
+        return cls(group_set or None, shard_set or None, out_of_scope)
+
+    @property
+    def scoped(self) -> bool:
+        """True if some nodes are outside the scope."""
+        return self.conductor_groups is not None or self.shards is not None
+
+    @property
+    def deny_outside(self) -> bool:
+        """True if out-of-scope nodes' ports get deny files (else they follow the wildcard)."""
+        return self.out_of_scope != OUT_OF_SCOPE_WILDCARD
+
+    def contains(self, conductor_group: str | None, shard: str | None) -> bool:
+        """True if a node of this conductor group and shard is in the scope."""
+        if self.conductor_groups is not None and conductor_group not in self.conductor_groups:
+            return False
+        return self.shards is None or shard in self.shards
+
+    def describe(self) -> str:
+        """One line for logs and the status."""
+        if not self.scoped:
+            return "every node (no scope)"
+        parts = []
+        if self.conductor_groups is not None:
+            parts.append("conductor groups " + ", ".join(
+                sorted(g or DEFAULT_GROUP for g in self.conductor_groups)))
+        if self.shards is not None:
+            parts.append("shards " + ", ".join(sorted(s or NO_SHARD for s in self.shards)))
+        return (" and ".join(parts) + f"; other nodes' ports: "
+                f"{'denied' if self.deny_outside else 'left to the unknown-MAC wildcard'}")
+
+
+UNSCOPED = Scope()
+
+
 def pxe_allowed(provision_state: str | None, inspect_interface: str | None,
-                supported_interfaces: Collection[str]) -> bool:
-    """True if the ports of a node in this state, with this inspect interface, are served."""
-    return provision_state in INSPECTION_STATES and inspect_interface in supported_interfaces
+                supported_interfaces: Collection[str], *, scope: Scope = UNSCOPED,
+                conductor_group: str | None = "", shard: str | None = None) -> bool:
+    """True if the ports of a node in this state, with this inspect interface, in this
+    conductor group and shard, are served by a filter of ``scope``."""
+    return (provision_state in INSPECTION_STATES and inspect_interface in supported_interfaces
+            and scope.contains(conductor_group, shard))
 
 
-def nodes_on_inspection(nodes: Iterable[tuple[int, str | None, str | None]],
-                        supported_interfaces: Collection[str]) -> set[int]:
+def nodes_on_inspection(nodes: Iterable[tuple], supported_interfaces: Collection[str],
+                        scope: Scope = UNSCOPED) -> set[int]:
     """Ids of the nodes whose ports are served (:func:`pxe_allowed`).
 
-    ``nodes`` yields (id, provision_state, inspect_interface).
+    ``nodes`` yields (id, provision_state, inspect_interface, conductor_group, shard).
     """
-    return {node_id for node_id, state, interface in nodes
-            if pxe_allowed(state, interface, supported_interfaces)}
+    return {node_id for node_id, state, interface, group, shard in nodes
+            if pxe_allowed(state, interface, supported_interfaces, scope=scope,
+                           conductor_group=group, shard=shard)}
+
+
+def screen_allows(allow: Iterable[str], owners: dict[str, tuple[str | None, str | None]],
+                  scope: Scope) -> tuple[list[str], list[str], list[str]]:
+    """Split a scoped filter's broadcast allows: (in scope, to deny, not applied).
+
+    ``owners`` maps each MAC that a port has to its node's (conductor group, shard). A MAC
+    of no port, or of an out-of-scope node under ``wildcard``, is not applied.
+    """
+    ok: list[str] = []
+    deny: list[str] = []
+    skipped: list[str] = []
+    for mac in allow:
+        owner = owners.get(mac)
+        if owner is not None and scope.contains(*owner):
+            ok.append(mac)
+        elif owner is not None and scope.deny_outside:
+            deny.append(mac)
+        else:
+            skipped.append(mac)
+    return ok, deny, skipped
 
 
 def compute_split(allow: set, deny: set, any_inspecting: bool, *, discovery_enabled: bool,

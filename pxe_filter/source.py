@@ -2,11 +2,11 @@
 
 A narrow source: one read of the few columns the policy needs. :class:`DatabaseSource` reads
 them with SQLAlchemy Core on lightweight table stubs, never ORM objects and never writes, so
-the daemon also runs against a database created and owned by Ironic; :class:`MemorySource`
-holds them in memory for tests and tools.
+the daemon also runs against a database created and owned by Ironic;
+:class:`pxe_filter.memory_source.MemorySource` holds them in memory for tests and tools.
 """
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -15,20 +15,25 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from pxe_filter.common.database import DatabaseError, describe_url, error_reason
-from pxe_filter.policy import INSPECTION_STATES, nodes_on_inspection, pxe_allowed
+from pxe_filter.policy import INSPECTION_STATES, UNSCOPED, Scope, nodes_on_inspection, pxe_allowed
 
 _nodes = sa.table("nodes", sa.column("id"), sa.column("uuid"), sa.column("provision_state"),
-                  sa.column("inspect_interface"))
+                  sa.column("inspect_interface"), sa.column("conductor_group"),
+                  sa.column("shard"))
 _ports = sa.table("ports", sa.column("uuid"), sa.column("address"), sa.column("node_id"))
 
-_NODES_QUERY = sa.select(_nodes.c.id, _nodes.c.provision_state,
-                         _nodes.c.inspect_interface).where(
-    _nodes.c.provision_state.in_(sorted(INSPECTION_STATES)))
-_PORTS_QUERY = sa.select(_ports.c.address, _ports.c.node_id)
-# With the UUIDs, once served_nodes() has been asked for (notifications): a plain filter
-# keeps needing SELECT on five columns only.
-_NODES_SERVED_QUERY = _NODES_QUERY.add_columns(_nodes.c.uuid)
-_PORTS_SERVED_QUERY = _PORTS_QUERY.add_columns(_ports.c.uuid)
+def _policy_columns(scope: Scope) -> tuple:
+    """(state, interface), and (conductor group, shard) for a scoped filter only: an unscoped
+    one keeps needing SELECT on the few columns it always read."""
+    base = (_nodes.c.provision_state, _nodes.c.inspect_interface)
+    return (*base, _nodes.c.conductor_group, _nodes.c.shard) if scope.scoped else base
+
+
+def _policy(values: Sequence, scope: Scope) -> tuple:
+    """(state, interface, conductor group, shard) from :func:`_policy_columns`' values."""
+    return tuple(values) if scope.scoped else (*values, "", None)
+
+
 #: Port rows fetched at a time: the rows are sorted into two sets as they come, never all
 #: held as tuples (100k rows would be ~8 MB of tuples and ints at the peak).
 _CHUNK = 5000
@@ -54,6 +59,8 @@ class NodeRow:
     provision_state: str | None
     inspect_interface: str | None
     ports: tuple[tuple[str, str], ...] = ()
+    conductor_group: str | None = ""
+    shard: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,8 @@ class PortRow:
     node_uuid: str | None
     provision_state: str | None
     inspect_interface: str | None
+    conductor_group: str | None = ""
+    shard: str | None = None
 
 
 #: UUIDs per ``IN (...)`` read: a flood of notifications is read a batch at a time.
@@ -74,28 +83,42 @@ BATCH = 500
 class Source(Protocol):
     """What the filter reads its desired state from."""
 
-    def read_snapshot(self, supported_interfaces: Collection[str]) -> Snapshot:
-        """Nodes on inspection and every port's address; raises DatabaseError."""
+    def read_snapshot(self, supported_interfaces: Collection[str],
+                      scope: Scope = UNSCOPED) -> Snapshot:
+        """Served nodes and the ports' addresses (every port's unless the scope leaves
+        out-of-scope ports to the wildcard); raises DatabaseError."""
         ...
 
-    def read_node(self, uuid: str, with_ports: bool = False) -> NodeRow | None:
-        """One node (None if it does not exist), with its ports if asked; DatabaseError."""
+    def read_node(self, uuid: str, with_ports: bool = False,
+                  scope: Scope = UNSCOPED) -> NodeRow | None:
+        """One node (None if it does not exist), with its ports if asked; DatabaseError.
+        Its conductor group and shard are read for a scoped filter only."""
         ...
 
-    def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
+    def served_nodes(self, supported_interfaces: Collection[str],
+                     scope: Scope = UNSCOPED) -> list[NodeRow]:
         """The nodes whose ports are served, with their ports; DatabaseError."""
         ...
 
-    def read_nodes(self, uuids: Collection[str]) -> dict[str, NodeRow]:
+    def read_nodes(self, uuids: Collection[str],
+                   scope: Scope = UNSCOPED) -> dict[str, NodeRow]:
         """The nodes of ``uuids`` that exist (no ports); DatabaseError."""
         ...
 
-    def read_ports(self, uuids: Collection[str]) -> dict[str, PortRow]:
+    def read_ports(self, uuids: Collection[str],
+                   scope: Scope = UNSCOPED) -> dict[str, PortRow]:
         """The ports of ``uuids`` that exist, with their node; DatabaseError."""
         ...
 
-    def any_served(self, supported_interfaces: Collection[str]) -> bool:
+    def any_served(self, supported_interfaces: Collection[str],
+                   scope: Scope = UNSCOPED) -> bool:
         """Whether any node's ports are served (unknown MACs then are); DatabaseError."""
+        ...
+
+    def port_owners(self, addresses: Collection[str]) -> dict[str, tuple[str | None,
+                                                                          str | None]]:
+        """(conductor group, shard) of the node of each port of ``addresses`` (canonical
+        MACs) that exists; DatabaseError."""
         ...
 
     def describe(self) -> str:
@@ -111,18 +134,21 @@ class DatabaseSource:
         # The served nodes seen by the last snapshot, for the served_nodes() call that
         # follows a full sync: Ironic's ports table has no node_id index, so reading them
         # again would scan every port a second time per sync.
-        self._served: tuple[frozenset[str], list[NodeRow]] | None = None
+        self._served: tuple[frozenset[str], Scope, list[NodeRow]] | None = None
         self._keep_served = False
 
-    def read_snapshot(self, supported_interfaces: Collection[str]) -> Snapshot:
-        """Nodes on inspection and every port's address; raises DatabaseError."""
+    def read_snapshot(self, supported_interfaces: Collection[str],
+                      scope: Scope = UNSCOPED) -> Snapshot:
+        """Served nodes and the ports' addresses (see :func:`read_snapshot`)."""
         self._served = None
         if not self._keep_served:
-            return read_snapshot(self.engine, supported_interfaces)
-        snap, nodes = read_snapshot(self.engine, supported_interfaces, with_served=True)
-        self._served = (frozenset(supported_interfaces), [
-            NodeRow(uuid, state, interface, tuple(snap.served_ports.get(node_id, ())))
-            for node_id, state, interface, uuid in nodes if node_id in snap.inspecting])
+            return read_snapshot(self.engine, supported_interfaces, scope)
+        snap, nodes = read_snapshot(self.engine, supported_interfaces, scope, with_served=True)
+        self._served = (frozenset(supported_interfaces), scope, [
+            NodeRow(uuid, state, interface, tuple(snap.served_ports.get(node_id, ())),
+                    group, shard)
+            for node_id, uuid, *rest in nodes if node_id in snap.inspecting
+            for state, interface, group, shard in [_policy(rest, scope)]])
         snap.served_ports = {}
         return snap
 
@@ -130,44 +156,63 @@ class DatabaseSource:
         """The database URL, password hidden."""
         return describe_url(self.engine.url)
 
-    def read_node(self, uuid: str, with_ports: bool = False) -> NodeRow | None:
+    def read_node(self, uuid: str, with_ports: bool = False,
+                  scope: Scope = UNSCOPED) -> NodeRow | None:
         """One node by its unique UUID; its ports only ``with_ports``, because Ironic's
         schema has no index on ``ports.node_id`` (PostgreSQL then reads the whole table)."""
         with _reading(self.engine) as conn:
-            row = conn.execute(sa.select(_nodes.c.id, _nodes.c.provision_state,
-                                         _nodes.c.inspect_interface)
+            row = conn.execute(sa.select(_nodes.c.id, *_policy_columns(scope))
                                .where(_nodes.c.uuid == uuid)).first()
             if row is None:
                 return None
             ports = conn.execute(sa.select(_ports.c.uuid, _ports.c.address)
                                  .where(_ports.c.node_id == row[0])).all() if with_ports else ()
-        return NodeRow(uuid, row[1], row[2], tuple((p, a) for p, a in ports if a))
+        state, interface, group, shard = _policy(row[1:], scope)
+        return NodeRow(uuid, state, interface, tuple((p, a) for p, a in ports if a), group,
+                       shard)
 
-    def read_nodes(self, uuids: Collection[str]) -> dict[str, NodeRow]:
+    def read_nodes(self, uuids: Collection[str],
+                   scope: Scope = UNSCOPED) -> dict[str, NodeRow]:
         """The nodes of ``uuids`` that exist, by their unique UUID, a batch per query."""
         found: dict[str, NodeRow] = {}
-        query = sa.select(_nodes.c.uuid, _nodes.c.provision_state, _nodes.c.inspect_interface)
+        query = sa.select(_nodes.c.uuid, *_policy_columns(scope))
         with _reading(self.engine) as conn:
             for chunk in _batches(uuids):
-                for uuid, state, interface in conn.execute(
-                        query.where(_nodes.c.uuid.in_(chunk))):
-                    found[uuid] = NodeRow(uuid, state, interface)
+                for uuid, *rest in conn.execute(query.where(_nodes.c.uuid.in_(chunk))):
+                    state, interface, group, shard = _policy(rest, scope)
+                    found[uuid] = NodeRow(uuid, state, interface, (), group, shard)
         return found
 
-    def read_ports(self, uuids: Collection[str]) -> dict[str, PortRow]:
+    def read_ports(self, uuids: Collection[str],
+                   scope: Scope = UNSCOPED) -> dict[str, PortRow]:
         """The ports of ``uuids`` that exist, with their node, a batch per query."""
         found: dict[str, PortRow] = {}
         query = (sa.select(_ports.c.uuid, _ports.c.address, _nodes.c.uuid,
-                           _nodes.c.provision_state, _nodes.c.inspect_interface)
+                           *_policy_columns(scope))
                  .select_from(_ports.outerjoin(_nodes, _nodes.c.id == _ports.c.node_id)))
         with _reading(self.engine) as conn:
             for chunk in _batches(uuids):
-                for port, address, node, state, interface in conn.execute(
+                for port, address, node, *rest in conn.execute(
                         query.where(_ports.c.uuid.in_(chunk))):
-                    found[port] = PortRow(address, node, state, interface)
+                    found[port] = PortRow(address, node, *_policy(rest, scope))
         return found
 
-    def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
+    def port_owners(self, addresses: Collection[str]) -> dict[str, tuple[str | None,
+                                                                          str | None]]:
+        """Looked up by the unique ``ports.address``, a batch per query; ports without a
+        node are left out."""
+        found: dict[str, tuple[str | None, str | None]] = {}
+        query = (sa.select(_ports.c.address, _nodes.c.conductor_group, _nodes.c.shard)
+                 .select_from(_ports.join(_nodes, _nodes.c.id == _ports.c.node_id)))
+        with _reading(self.engine) as conn:
+            for chunk in _batches(addresses):
+                for address, group, shard in conn.execute(
+                        query.where(_ports.c.address.in_(chunk))):
+                    found[address] = (group, shard)
+        return found
+
+    def served_nodes(self, supported_interfaces: Collection[str],
+                     scope: Scope = UNSCOPED) -> list[NodeRow]:
         """Nodes on inspection with a supported interface, and their ports; DatabaseError.
 
         The first call after :meth:`read_snapshot` answers from that snapshot (the state
@@ -175,27 +220,33 @@ class DatabaseSource:
         """
         served, self._served = self._served, None
         self._keep_served = True
-        if served is not None and served[0] == frozenset(supported_interfaces):
-            return served[1]
-        query = (sa.select(_nodes.c.uuid, _nodes.c.provision_state, _nodes.c.inspect_interface,
-                           _ports.c.uuid, _ports.c.address)
+        if served is not None and served[:2] == (frozenset(supported_interfaces), scope):
+            return served[2]
+        query = (sa.select(_nodes.c.uuid, _ports.c.uuid, _ports.c.address,
+                           *_policy_columns(scope))
                  .select_from(_nodes.outerjoin(_ports, _ports.c.node_id == _nodes.c.id))
-                 .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES))))
+                 .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES)),
+                        *scope_clauses(scope)))
         found: dict[str, NodeRow] = {}
         with _reading(self.engine) as conn:
-            for uuid, state, interface, port, address in conn.execute(query):
-                if not pxe_allowed(state, interface, supported_interfaces):
+            for uuid, port, address, *rest in conn.execute(query):
+                state, interface, group, shard = _policy(rest, scope)
+                if not pxe_allowed(state, interface, supported_interfaces, scope=scope,
+                                   conductor_group=group, shard=shard):
                     continue
                 row = found.get(uuid) or NodeRow(uuid, state, interface)
                 found[uuid] = NodeRow(uuid, state, interface,
-                                      row.ports + (((port, address),) if address else ()))
+                                      row.ports + (((port, address),) if address else ()),
+                                      group, shard)
         return list(found.values())
 
-    def any_served(self, supported_interfaces: Collection[str]) -> bool:
-        """One indexed probe: a node on inspection with a supported interface exists."""
+    def any_served(self, supported_interfaces: Collection[str],
+                   scope: Scope = UNSCOPED) -> bool:
+        """One indexed probe: an in-scope node on inspection with a supported interface."""
         query = (sa.select(_nodes.c.id)
                  .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES)),
-                        _nodes.c.inspect_interface.in_(sorted(supported_interfaces)))
+                        _nodes.c.inspect_interface.in_(sorted(supported_interfaces)),
+                        *scope_clauses(scope))
                  .limit(1))
         with _reading(self.engine) as conn:
             return conn.execute(query).first() is not None
@@ -203,72 +254,6 @@ class DatabaseSource:
     def close(self) -> None:
         """Release the engine's connections."""
         self.engine.dispose()
-
-
-class MemorySource:
-    """Nodes and ports held in memory: ``nodes`` maps id -> (provision_state,
-    inspect_interface); ``ports`` lists (address, node_id) or (address, node_id, port UUID);
-    a node's UUID is ``f"node-{id}"``, a port's by default ``f"port-{address}"``."""
-
-    def __init__(self, nodes: dict[int, tuple[str | None, str | None]] | None = None,
-                 ports: Iterable[tuple] = ()) -> None:
-        self.nodes = dict(nodes or {})
-        self.ports = list(ports)
-
-    def _port_rows(self) -> Iterator[tuple[str, str | None, int | None]]:
-        """(port UUID, address, node id) of every port."""
-        for address, node_id, *uuid in self.ports:
-            yield (uuid[0] if uuid else f"port-{address}"), address, node_id
-
-    def read_node(self, uuid: str, with_ports: bool = False) -> NodeRow | None:
-        """One node, with its ports (UUIDs ``port-<address>``) if asked."""
-        node_id = int(uuid.removeprefix("node-")) if uuid.startswith("node-") else None
-        if node_id not in self.nodes:
-            return None
-        state, interface = self.nodes[node_id]
-        ports = tuple((p, a) for p, a, n in self._port_rows() if n == node_id and a)
-        return NodeRow(uuid, state, interface, ports if with_ports else ())
-
-    def read_nodes(self, uuids: Collection[str]) -> dict[str, NodeRow]:
-        """The nodes of ``uuids`` that exist."""
-        rows = {uuid: self.read_node(uuid) for uuid in uuids}
-        return {uuid: row for uuid, row in rows.items() if row is not None}
-
-    def read_ports(self, uuids: Collection[str]) -> dict[str, PortRow]:
-        """The ports of ``uuids`` (``port-<address>``) that exist, with their node."""
-        found = {}
-        for port, address, node_id in self._port_rows():
-            if port in uuids:
-                state, interface = self.nodes.get(node_id, (None, None))
-                found[port] = PortRow(
-                    address, f"node-{node_id}" if node_id in self.nodes else None,
-                    state, interface)
-        return found
-
-    def served_nodes(self, supported_interfaces: Collection[str]) -> list[NodeRow]:
-        """The nodes whose ports are served."""
-        rows = (self.read_node(f"node-{node_id}", with_ports=True) for node_id in self.nodes)
-        return [row for row in rows if row is not None
-                and pxe_allowed(row.provision_state, row.inspect_interface,
-                                supported_interfaces)]
-
-    def any_served(self, supported_interfaces: Collection[str]) -> bool:
-        """Whether any node's ports are served."""
-        return any(pxe_allowed(state, interface, supported_interfaces)
-                   for state, interface in self.nodes.values())
-
-    def read_snapshot(self, supported_interfaces: Collection[str]) -> Snapshot:
-        """The same split as the database source makes."""
-        snap = Snapshot(nodes_on_inspection(((node_id, state, interface) for
-                                             node_id, (state, interface) in
-                                             self.nodes.items()), supported_interfaces))
-        for _port, address, node_id in self._port_rows():
-            (snap.on_inspection if node_id in snap.inspecting else snap.others).add(address)
-        return snap
-
-    def describe(self) -> str:
-        """A fixed name."""
-        return "memory"
 
 
 def _batches(uuids: Collection[str]) -> Iterator[list[str]]:
@@ -288,18 +273,54 @@ def _reading(engine: Engine) -> Iterator[sa.Connection]:
                             f"{error_reason(exc)}") from None
 
 
-def read_snapshot(engine: Engine, supported_interfaces: Collection[str], *,
-                  with_served: bool = False) -> Snapshot | tuple[Snapshot, list[tuple]]:
-    """Nodes on inspection and every port's address; raises DatabaseError.
+def scope_clauses(scope: Scope) -> list[sa.ColumnElement[bool]]:
+    """WHERE clauses on ``nodes`` (both columns indexed) that keep only ``scope``'s nodes."""
+    clauses: list[sa.ColumnElement[bool]] = []
+    if scope.conductor_groups is not None:
+        clauses.append(_nodes.c.conductor_group.in_(sorted(scope.conductor_groups)))
+    if scope.shards is not None:
+        named = sorted(shard for shard in scope.shards if shard is not None)
+        clause = _nodes.c.shard.in_(named) if named else sa.false()
+        if None in scope.shards:
+            clause = sa.or_(_nodes.c.shard.is_(None), clause)
+        clauses.append(clause)
+    return clauses
 
-    ``with_served``: also fill ``served_ports`` and return the node rows (id, state,
-    interface, uuid) with the snapshot.
+
+def snapshot_queries(scope: Scope, with_served: bool = False) -> tuple[sa.Select, sa.Select]:
+    """The two statements of a full sync: served nodes' candidates, then the ports to read.
+
+    A scoped filter reads only in-scope nodes, so out-of-scope ports land in the denied set;
+    with ``wildcard`` it reads only in-scope nodes' ports too (a join on the node).
+    """
+    nodes = sa.select(_nodes.c.id, *([_nodes.c.uuid] if with_served else []),
+                      *_policy_columns(scope)).where(
+        _nodes.c.provision_state.in_(sorted(INSPECTION_STATES)), *scope_clauses(scope))
+    ports = sa.select(_ports.c.address, _ports.c.node_id)
+    if scope.scoped and not scope.deny_outside:
+        ports = ports.select_from(_ports.join(_nodes, _nodes.c.id == _ports.c.node_id)).where(
+            *scope_clauses(scope))
+    if with_served:
+        # With the UUIDs only once served_nodes() has been asked for (notifications): a
+        # plain filter keeps needing SELECT on the few policy columns only.
+        ports = ports.add_columns(_ports.c.uuid)
+    return nodes, ports
+
+
+def read_snapshot(engine: Engine, supported_interfaces: Collection[str],
+                  scope: Scope = UNSCOPED, *,
+                  with_served: bool = False) -> Snapshot | tuple[Snapshot, list[tuple]]:
+    """Served nodes and the ports' addresses (:func:`snapshot_queries`); DatabaseError.
+
+    ``with_served``: also fill ``served_ports`` and return the node rows (id, uuid, then
+    :func:`_policy_columns`) with the snapshot.
 
     Rows are fetched through the driver's cursor as plain tuples: SQLAlchemy's per-row
     processing would dominate a steady-state sync at 100k ports. On PostgreSQL and MariaDB
     both statements run in one REPEATABLE READ transaction and see the same moment; on
     SQLite they may not, which the next sync and the broadcast ordering make harmless.
     """
+    nodes_query, ports_query = snapshot_queries(scope, with_served)
     options = {}
     if engine.dialect.name in ("postgresql", "mysql", "mariadb"):
         options["isolation_level"] = "REPEATABLE READ"
@@ -309,14 +330,13 @@ def read_snapshot(engine: Engine, supported_interfaces: Collection[str], *,
             with conn.begin():
                 cursor = conn.connection.cursor()
                 try:
-                    cursor.execute(_compiled(engine, _NODES_SERVED_QUERY if with_served
-                                             else _NODES_QUERY))
+                    cursor.execute(_compiled(engine, nodes_query))
                     nodes = cursor.fetchall()
+                    skip = 2 if with_served else 1
                     snap = Snapshot(nodes_on_inspection(
-                        (row[:3] for row in nodes) if with_served else nodes,
-                        supported_interfaces))
-                    cursor.execute(_compiled(engine, _PORTS_SERVED_QUERY if with_served
-                                             else _PORTS_QUERY))
+                        ((row[0], *_policy(row[skip:], scope)) for row in nodes),
+                        supported_interfaces, scope))
+                    cursor.execute(_compiled(engine, ports_query))
                     _split_ports(cursor, snap, with_served)
                 finally:
                     cursor.close()
@@ -327,7 +347,8 @@ def read_snapshot(engine: Engine, supported_interfaces: Collection[str], *,
 
 
 def _compiled(engine: Engine, query: sa.Select) -> str:
-    # Literal binds: the only parameters are our own constant state names.
+    # Literal binds: the parameters are our constant state names and the configured scope
+    # names, whose option type refuses quotes and backslashes.
     return str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
 
 

@@ -13,13 +13,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
 
-from pxe_filter import policy
+from pxe_filter import policy, scope_check
 from pxe_filter.common import macs
 from pxe_filter.foreign_files import ForeignReport, remove_foreign
 from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, Listing, WriteReport
 from pxe_filter.source import Source
+from pxe_filter.sync_results import BroadcastResult, SyncResult
 
 LOG = logging.getLogger(__name__)
 
@@ -32,57 +32,18 @@ class HostsdirSwapped(Exception):
     """The configured hostsdir path no longer names the directory the daemon holds."""
 
 
-@dataclass
-class SyncResult:
-    """Outcome of one full sync."""
-
-    allowed: int = 0
-    denied: int = 0
-    written: int = 0
-    failed: int = 0
-    unknown_allowed: bool = False
-    duration: float = 0.0
-    invalid: int = 0
-    reread: int = 0
-    kept_broadcasts: int = 0
-    interrupted: bool = False
-    purged: int = 0
-    held: int = 0
-    foreign: int = 0  # files the filter did not write, removed or emptied
-    reopened: bool = False  # unknown MACs were closed by a database outage until now
-
-    def summary(self) -> str:
-        """One log-friendly line."""
-        unknown = "allowed" if self.unknown_allowed else "denied"
-        if self.held:
-            unknown = "denied (allowed by the policy, held until every denial is written)"
-        return (f"{self.allowed} allowed, {self.denied} denied, unknown MACs "
-                f"{unknown}; {self.written} file(s) "
-                f"written, {self.failed} failed, {self.reread} read, {self.invalid} invalid "
-                f"MAC(s) in the database; {self.duration:.3f} s")
-
-
-@dataclass
-class BroadcastResult:
-    """Outcome of one broadcast."""
-
-    allowed: int = 0
-    denied: int = 0
-    rejected: int = 0
-    written: int = 0
-    failed: int = 0
-
-
 class FilterSync:
     """Keeps one hostsdir in step with the database and with broadcasts. Thread-safe."""
 
     def __init__(self, source: Source, hostsdir_path: str, *,
                  supported_interfaces: Collection[str] = ("agent",),
                  discovery_enabled: bool = False, deny_unknown_macs: bool = False,
+                 scope: policy.Scope = policy.UNSCOPED,
                  should_stop: Callable[[], bool] = lambda: False) -> None:
         self.source = source
         self.hostsdir = HostsDir(hostsdir_path)
         self.supported_interfaces = frozenset(supported_interfaces)
+        self.scope = scope
         self.discovery_enabled = discovery_enabled
         self.deny_unknown_macs = deny_unknown_macs
         self.should_stop = should_stop
@@ -109,11 +70,12 @@ class FilterSync:
         #: first sync. Self-healing puts files back to it.
         self.desired: policy.DesiredState | None = None
 
-    def configure(self, *, supported_interfaces: Collection[str],
-                  discovery_enabled: bool, deny_unknown_macs: bool) -> None:
-        """Apply re-read options (SIGHUP); the next full sync uses them."""
+    def configure(self, *, supported_interfaces: Collection[str], discovery_enabled: bool,
+                  deny_unknown_macs: bool, scope: policy.Scope = policy.UNSCOPED) -> None:
+        """Apply re-read options (SIGHUP); broadcasts use them now, the next full sync too."""
         with self._lock:
             self.supported_interfaces = frozenset(supported_interfaces)
+            self.scope = scope
             self.discovery_enabled = discovery_enabled
             self.deny_unknown_macs = deny_unknown_macs
 
@@ -177,9 +139,9 @@ class FilterSync:
         start = time.monotonic()
         with self._lock:
             snapshot_seq = self._seq
-            interfaces = self.supported_interfaces
+            interfaces, scope = self.supported_interfaces, self.scope
             discovery, deny_unknown = self.discovery_enabled, self.deny_unknown_macs
-        snap = self.source.read_snapshot(interfaces)
+        snap = self.source.read_snapshot(interfaces, scope)
         desired = policy.compute_split(snap.on_inspection, snap.others,
                                        bool(snap.inspecting), discovery_enabled=discovery,
                                        deny_unknown_macs=deny_unknown)
@@ -231,11 +193,13 @@ class FilterSync:
 
     def apply_broadcast(self, allow: Iterable[object] | None = None,
                         deny: Iterable[object] | None = None,
-                        origin: str = "Broadcast") -> BroadcastResult:
+                        origin: str = "Broadcast", in_scope: bool = False) -> BroadcastResult:
         """Validate and normalise the MACs, then write their files; a MAC in both is denied.
 
         Invalid entries (and a non-list argument) are logged, counted in ``rejected`` and
-        skipped; the valid ones are still applied.
+        skipped; the valid ones are still applied. A scoped filter checks the allows against
+        the database first (:mod:`pxe_filter.scope_check`) unless ``in_scope`` (the caller
+        decided them from database rows with the same scope).
         """
         good_allow, bad_allow = macs.split_valid(allow)
         good_deny, bad_deny = macs.split_valid(deny)
@@ -245,6 +209,9 @@ class FilterSync:
             bad = [_describe_invalid(v) for v in (*bad_allow, *bad_deny)[:3]]
             LOG.warning("%s: rejected %s", origin,
                         macs.summary(result.rejected, bad, "invalid entr(y/ies)"))
+        if not in_scope:
+            good_allow, good_deny = scope_check.screen(self.source, self.scope, good_allow,
+                                                       good_deny, origin)
         wanted = policy.merge_lists(good_allow, good_deny)
         with self._lock:
             self._seq += 1

@@ -2,9 +2,11 @@
 
 A notification only says which node or port may have changed. The payload is untrusted: a
 node event makes the follower re-read that node by its UUID, a port event that port by its
-UUID (address and node), and :func:`pxe_filter.policy.pxe_allowed`, the function of the full
-sync, decides. No address, state or timestamp from a payload is ever used, so a forged or
-reordered notification can at worst cause a re-read of the truth.
+UUID (address, node, and the node's conductor group and shard), and
+:func:`pxe_filter.policy.pxe_allowed`, the function of the full sync, decides with the
+filter's scope: a node outside it is never opened. No address, state or timestamp from a
+payload is ever used, so a forged or reordered notification can at worst cause a re-read of
+the truth.
 
 Messages are queued as they come (the bus thread only parses them) and applied by a thread
 of the follower's own, in batches: every node and port named since the last batch is read
@@ -40,10 +42,12 @@ class NotificationFollower:
     """Applies Ironic's notifications to the hostsdir; thread-safe. ``counts`` for status."""
 
     def __init__(self, source: Source, sync: FilterSync,
-                 supported_interfaces: Callable[[], Collection[str]]) -> None:
+                 supported_interfaces: Callable[[], Collection[str]],
+                 scope: Callable[[], policy.Scope] = lambda: policy.UNSCOPED) -> None:
         self.source = source
         self.sync = sync
         self.supported_interfaces = supported_interfaces
+        self.scope = scope
         self.counts: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()  # the served map, and one batch at a time
         # Served nodes: node UUID -> {port UUID: canonical MAC} (a node without ports too).
@@ -62,7 +66,7 @@ class NotificationFollower:
         Read and swapped under the lock: a batch applied meanwhile is not forgotten.
         """
         with self._lock:
-            rows = self.source.served_nodes(self.supported_interfaces())
+            rows = self.source.served_nodes(self.supported_interfaces(), self.scope())
             self._served = {row.uuid: _port_macs(row) for row in rows}
 
     # -- intake (the message bus thread) -----------------------------------------------
@@ -143,19 +147,21 @@ class NotificationFollower:
         allow: set[str] = set()
         deny: set[str] = set()
         with self._lock:
-            interfaces = self.supported_interfaces()
+            interfaces, scope = self.supported_interfaces(), self.scope()
             before = set(self._served)
-            starting = self._port_changes(ports, interfaces, allow, deny)
-            self._node_changes({*nodes, *starting}, interfaces, allow, deny)
+            starting = self._port_changes(ports, interfaces, scope, allow, deny)
+            self._node_changes({*nodes, *starting}, interfaces, scope, allow, deny)
             held = {mac for owned in self._served.values() for mac in owned.values()}
             deny -= allow | held  # a MAC a served port still has stays allowed
             # Only a node starting or ceasing to be served changes the unknown-MAC policy:
             # a batch of irrelevant notifications costs no probe.
             changed = before != set(self._served)
-            any_served = changed and (bool(self._served) or self.source.any_served(interfaces))
+            any_served = changed and (bool(self._served)
+                                      or self.source.any_served(interfaces, scope))
         if allow or deny:
+            # Decided from database rows with the scope: no second check.
             self.sync.apply_broadcast(allow=sorted(allow), deny=sorted(deny),
-                                      origin="Ironic notifications")
+                                      origin="Ironic notifications", in_scope=True)
         if changed:
             self.sync.follow_unknown(any_served)
         self.counts["applied"] += len(nodes) + len(ports)
@@ -164,12 +170,12 @@ class NotificationFollower:
                   sorted(allow), sorted(deny))
 
     def _port_changes(self, ports: Collection[str], interfaces: Collection[str],
-                      allow: set[str], deny: set[str]) -> set[str]:
+                      scope: policy.Scope, allow: set[str], deny: set[str]) -> set[str]:
         """Decide each port from its row; the nodes that start being served."""
         starting: set[str] = set()
         if not ports:
             return starting
-        rows = self.source.read_ports(ports)
+        rows = self.source.read_ports(ports, scope)
         for port in ports:
             old = None
             for owned in self._served.values():
@@ -180,8 +186,13 @@ class NotificationFollower:
                 deny.add(old)  # the port lost this address, or is gone
             if row is None or address is None:
                 continue
-            if not policy.pxe_allowed(row.provision_state, row.inspect_interface, interfaces):
-                deny.add(address)
+            if not policy.pxe_allowed(row.provision_state, row.inspect_interface, interfaces,
+                                      scope=scope, conductor_group=row.conductor_group,
+                                      shard=row.shard):
+                # Under ``wildcard`` an out-of-scope port gets no file, unless it was served.
+                if old is not None or scope.deny_outside \
+                        or scope.contains(row.conductor_group, row.shard):
+                    deny.add(address)
                 continue
             self._forget_address(address)  # moved here from another port
             owned = self._served.get(row.node_uuid) if row.node_uuid else None
@@ -193,18 +204,19 @@ class NotificationFollower:
         return starting
 
     def _node_changes(self, nodes: Collection[str], interfaces: Collection[str],
-                      allow: set[str], deny: set[str]) -> None:
+                      scope: policy.Scope, allow: set[str], deny: set[str]) -> None:
         if not nodes:
             return
-        rows = self.source.read_nodes(nodes)
+        rows = self.source.read_nodes(nodes, scope)
         for uuid in nodes:
             node = rows.get(uuid)
             served = node is not None and policy.pxe_allowed(
-                node.provision_state, node.inspect_interface, interfaces)
+                node.provision_state, node.inspect_interface, interfaces, scope=scope,
+                conductor_group=node.conductor_group, shard=node.shard)
             known = uuid in self._served
             if served and not known:
                 # The only read of a node's ports: when it starts being served.
-                ports = _port_macs(self.source.read_node(uuid, with_ports=True)
+                ports = _port_macs(self.source.read_node(uuid, with_ports=True, scope=scope)
                                    or NodeRow(uuid, None, None))
                 for address in ports.values():
                     self._forget_address(address)

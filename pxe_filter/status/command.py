@@ -75,6 +75,7 @@ def render_human(data: dict, verdict: str) -> str:
     repair = data.get("last_repair") or {}
     lines = [f"ironic-pxe-filter: {verdict}",
              _line("hostsdir", data.get("hostsdir")),
+             *([_line("serving", data["scope"])] if "scope" in data else []),
              _line("allowed MACs", data.get("allowed")),
              _line("denied MACs", data.get("denied")),
              _line("unknown MACs", f"{data.get('wildcard')} (wildcard)"),

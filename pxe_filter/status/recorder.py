@@ -47,6 +47,8 @@ class StatusRecorder:
         self._dnsmasq = dnsmasq
         #: Counts of Ironic notifications (received, applied, ignored: why), when followed.
         self.notification_counts: Callable[[], dict[str, int]] | None = None
+        #: Which nodes the filter serves, one line (its [pxe_filter] scope options).
+        self.scope: Callable[[], str] | None = None
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()  # one writer of the temporary file at a time
         self._warned = False
@@ -154,6 +156,8 @@ class StatusRecorder:
                     updated_epoch=round(time.time(), 3),
                     wildcard=None if unknown is None else ("allow" if unknown else "deny"))
         data["dnsmasq"] = {**dnsmasq, **data.pop("dnsmasq_events")}
+        if self.scope is not None:
+            data["scope"] = self.scope()
         if self.notification_counts is not None:
             data["notifications"] = dict(sorted(self.notification_counts().items()))
         return data

@@ -167,6 +167,24 @@ def test_no_offer_to_a_denied_mac_across_daemon_restarts(  # noqa: PLR0917 - fix
     assert offers == []
 
 
+def test_an_out_of_scope_node_on_inspection_gets_no_offer(tmp_path, db, hostsdir, netns_pair,
+                                                         dhcp_client):
+    """A filter of conductor group rack1: a rack2 node on inspection stays unanswered while
+    rack1's node and unknown MACs (a rack1 node is on inspection) are served."""
+    add_node(db, "inspect wait", [ALLOWED], conductor_group="rack1")
+    add_node(db, "inspect wait", [DENIED], conductor_group="rack2")
+    sections = dnsmasq_sections(tmp_path, netns_pair, hostsdir, "commands", sync_period=3600,
+                                conductor_groups="rack1")
+    daemon = start_filter(tmp_path, db, hostsdir, extra_conf=sections)
+    try:
+        daemon.wait_ready(20)
+        dhcp_client.await_offer(ALLOWED, offered=True, within=3)
+        assert dhcp_client.discover(UNKNOWN) is not None
+        assert dhcp_client.discover(DENIED, control=ALLOWED) is None
+    finally:
+        assert daemon.stop() == 0, daemon.log_text()
+
+
 def test_20000_flips_are_all_honoured(tmp_path, db, hostsdir, netns_pair, dhcp_client):
     count = 20000
     macs = [f"52:54:02:00:{i >> 8:02x}:{i & 255:02x}" for i in range(count)]

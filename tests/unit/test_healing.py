@@ -7,8 +7,8 @@ import pytest
 from pxe_filter.checks import FatalError
 from pxe_filter.dnsmasq.control import RELOADED, Control
 from pxe_filter.hostsdir_lock import HostsdirLock
+from pxe_filter.memory_source import MemorySource
 from pxe_filter.selfheal.healer import SelfHealer
-from pxe_filter.source import MemorySource
 from pxe_filter.status.recorder import StatusRecorder
 from pxe_filter.sync import FilterSync
 

@@ -14,8 +14,8 @@ from pxe_filter.dnsmasq.control import RELOADED, Control
 from pxe_filter.failsafe import FailSafe
 from pxe_filter.foreign_files import remove_foreign
 from pxe_filter.hostsdir import RESERVE, WILDCARD, HostsDir
+from pxe_filter.memory_source import MemorySource
 from pxe_filter.policy import DesiredState
-from pxe_filter.source import MemorySource
 from pxe_filter.status.recorder import STATE_NAME, StatusRecorder
 from pxe_filter.sync import FilterSync
 from tests.support import services

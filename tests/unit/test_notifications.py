@@ -7,9 +7,9 @@ import threading
 import pytest
 
 from pxe_filter.common.database import DatabaseError
+from pxe_filter.memory_source import MemorySource
 from pxe_filter.notifications import payloads as notifications
 from pxe_filter.notifications.follower import NotificationFollower
-from pxe_filter.source import MemorySource
 from pxe_filter.sync import FilterSync
 
 NODE = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
@@ -152,8 +152,8 @@ def test_only_a_node_starting_to_be_served_has_its_ports_read(follower):
     f, source, _ = follower
     reads = []
     original = source.read_node
-    source.read_node = lambda uuid, with_ports=False: (reads.append(with_ports),
-                                                       original(uuid, with_ports))[1]
+    source.read_node = lambda uuid, with_ports=False, scope=None: (
+        reads.append(with_ports), original(uuid, with_ports))[1]
     f.apply(nodes=node(1))  # already served: state read only, in a batch
     source.nodes[2] = ("inspect wait", "agent")
     f.apply(nodes=node(2))  # starts being served: its ports are read once
@@ -205,11 +205,12 @@ def test_publisher_timestamps_change_nothing(follower):
 
 
 def _by_uuid(read_node, uuid, name):
-    return lambda u, with_ports=False: read_node(name if u == uuid else u, with_ports)
+    return lambda u, with_ports=False, scope=None: read_node(name if u == uuid else u,
+                                                             with_ports)
 
 
 def _by_uuids(read_nodes, uuid, name):
-    def read(uuids):
+    def read(uuids, scope=None):
         rows = read_nodes({name if u == uuid else u for u in uuids})
         return {(uuid if u == name else u): row for u, row in rows.items()}
     return read
@@ -219,7 +220,7 @@ def test_database_error_keeps_the_notification_queued_and_retries(follower):
     f, source, hostsdir = follower
     source.nodes[2] = ("inspect wait", "agent")
     original = source.read_ports
-    def fail(uuids):
+    def fail(uuids, scope=None):
         raise DatabaseError("connection refused")
     source.read_ports = fail
     f.handle(envelope("baremetal.port.update.end",
@@ -257,7 +258,7 @@ def test_a_flood_for_unknown_nodes_is_read_in_batches(follower):
                       {"uuid": "0d1c2b3a-4e5f-4a6b-8c7d-000000000002"}))
     source.read_node = _by_uuid(source.read_node, "0d1c2b3a-4e5f-4a6b-8c7d-000000000002",
                                 "node-2")
-    source.read_nodes = _by_uuids(lambda uuids: (queries.append(len(uuids)),
+    source.read_nodes = _by_uuids(lambda uuids, scope=None: (queries.append(len(uuids)),
                                                  original(uuids))[1],
                                   "0d1c2b3a-4e5f-4a6b-8c7d-000000000002", "node-2")
     assert f.flush()
@@ -278,8 +279,8 @@ def test_reload_does_not_forget_a_node_served_meanwhile(follower):
     release = threading.Event()
     original = source.served_nodes
 
-    def slow_served(interfaces):
-        rows = original(interfaces)  # read before node-2 starts being served
+    def slow_served(interfaces, scope):
+        rows = original(interfaces, scope)  # read before node-2 starts being served
         started.set()
         release.wait(5)
         return rows

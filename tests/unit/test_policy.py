@@ -13,7 +13,7 @@ M1, M2, M3 = "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"
 
 
 def _state(nodes, ports, interfaces=("agent",), discovery=False, deny_unknown=False):
-    inspecting = policy.nodes_on_inspection(nodes, interfaces)
+    inspecting = policy.nodes_on_inspection(((*row, "", None) for row in nodes), interfaces)
     allow = {address for address, node_id in ports if node_id in inspecting}
     deny = {address for address, node_id in ports if node_id not in inspecting}
     return policy.compute_split(allow, deny, bool(inspecting), discovery_enabled=discovery,

@@ -1,0 +1,268 @@
+"""One filter per provisioning network: the scope decides, in SQL, in policy and everywhere."""
+
+import uuid
+
+import pytest
+import sqlalchemy as sa
+from oslo_config import cfg
+
+from inspection.db import migration
+from inspection.db.models import Node, Port
+from pxe_filter import conf as filter_conf
+from pxe_filter import policy
+from pxe_filter.common.database import create_engine
+from pxe_filter.hostsdir import WILDCARD
+from pxe_filter.notifications.follower import NotificationFollower
+from pxe_filter.source import DatabaseSource, snapshot_queries
+from pxe_filter.sync import FilterSync
+
+IN1, IN2, OUT1, OUT2, LOOSE = (f"52:54:00:00:aa:0{n}" for n in range(1, 6))
+ALLOW, DENY = "{}\n", "{},ignore\n"
+RACK1 = policy.Scope.from_options(["Rack1"], [])
+RACK1_WILDCARD = policy.Scope.from_options(["rack1"], [], policy.OUT_OF_SCOPE_WILDCARD)
+
+
+@pytest.fixture
+def engine(sqlite_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def hosts(tmp_path):
+    path = tmp_path / "hosts"
+    path.mkdir()
+    return path
+
+
+def add_node(engine, state, macs, group="", shard=None):
+    """A node (agent inspection) with one port per MAC; its UUID."""
+    node_uuid = str(uuid.uuid4())
+    with engine.begin() as conn:
+        node_id = conn.execute(sa.insert(Node).values(
+            uuid=node_uuid, provision_state=state, inspect_interface="agent",
+            conductor_group=group, shard=shard)).inserted_primary_key[0]
+        for mac in macs:
+            conn.execute(sa.insert(Port).values(uuid=str(uuid.uuid4()), address=mac,
+                                                node_id=node_id))
+    return node_uuid
+
+
+def files(hosts):
+    return {p.name: p.read_text() for p in hosts.iterdir() if not p.name.startswith(".")}
+
+
+# -- the scope itself ------------------------------------------------------------------
+def test_options_spell_the_default_group_and_no_shard():
+    scope = policy.Scope.from_options(["<default>", "Rack1"], ["<none>", "s1"])
+    assert scope.conductor_groups == {"", "rack1"}
+    assert scope.shards == {None, "s1"}
+    assert scope.contains("", None) and scope.contains("rack1", "s1")
+    assert not scope.contains("rack2", None) and not scope.contains("", "s2")
+    assert "conductor groups <default>, rack1 and shards <none>, s1" in scope.describe()
+    assert policy.Scope.from_options(["<DEFAULT>"], ["<None>"]).contains("", None)
+
+
+def test_empty_lists_mean_no_scope():
+    scope = policy.Scope.from_options([], [])
+    assert not scope.scoped and scope == policy.UNSCOPED
+    assert scope.contains("anything", "any") and scope.describe() == "every node (no scope)"
+
+
+def test_both_options_must_match():
+    scope = policy.Scope.from_options(["rack1"], ["s1"])
+    assert scope.contains("rack1", "s1")
+    assert not scope.contains("rack1", "s2") and not scope.contains("rack2", "s1")
+
+
+def test_pxe_allowed_refuses_a_node_outside_the_scope():
+    assert policy.pxe_allowed("inspect wait", "agent", {"agent"}, scope=RACK1,
+                              conductor_group="rack1")
+    assert not policy.pxe_allowed("inspect wait", "agent", {"agent"}, scope=RACK1,
+                                  conductor_group="rack2")
+    assert not policy.pxe_allowed("inspect wait", "agent", {"agent"}, scope=RACK1)
+
+
+def test_screen_allows_by_mode():
+    owners = {IN1: ("rack1", None), OUT1: ("rack2", None)}
+    assert policy.screen_allows([IN1, OUT1, LOOSE], owners, RACK1) == ([IN1], [OUT1], [LOOSE])
+    assert policy.screen_allows([IN1, OUT1, LOOSE], owners, RACK1_WILDCARD) == \
+        ([IN1], [], [OUT1, LOOSE])
+
+
+@pytest.mark.parametrize("value", ["a'b", 'a"b', "a\\b"])
+def test_names_with_quotes_or_backslashes_are_refused(tmp_path, value):
+    path = tmp_path / "filter.conf"
+    path.write_text(f"[pxe_filter]\nconductor_groups = {value}\n")
+    conf = cfg.ConfigOpts()
+    filter_conf.register_opts(conf)
+    conf(["--config-file", str(path)])
+    with pytest.raises(ValueError):
+        conf.pxe_filter.conductor_groups  # noqa: B018 - reading validates
+
+
+# -- the source, on SQLite --------------------------------------------------------------
+@pytest.fixture
+def racks(engine):
+    """In scope (rack1): IN1 on inspection, IN2 active; out: OUT1 on inspection (rack2),
+    OUT2 on inspection (default group)."""
+    return {"in": add_node(engine, "inspect wait", [IN1], "rack1"),
+            "in-active": add_node(engine, "active", [IN2], "rack1"),
+            "out": add_node(engine, "inspect wait", [OUT1], "rack2"),
+            "default": add_node(engine, "inspecting", [OUT2], "")}
+
+
+def test_snapshot_deny_mode_reads_every_port_and_serves_only_the_scope(engine, racks):
+    snap = DatabaseSource(engine).read_snapshot(["agent"], RACK1)
+    assert snap.on_inspection == {IN1}
+    assert snap.others == {IN2, OUT1, OUT2}
+
+
+def test_snapshot_wildcard_mode_reads_only_in_scope_ports(engine, racks):
+    snap = DatabaseSource(engine).read_snapshot(["agent"], RACK1_WILDCARD)
+    assert snap.on_inspection == {IN1}
+    assert snap.others == {IN2}
+
+
+def test_the_default_group_and_shards_in_sql(engine, racks):
+    add_node(engine, "inspect wait", [LOOSE], "rack1", "s1")
+    source = DatabaseSource(engine)
+    default = policy.Scope.from_options(["<default>"], [], "wildcard")
+    assert source.read_snapshot(["agent"], default).on_inspection == {OUT2}
+    sharded = policy.Scope.from_options([], ["s1"], "wildcard")
+    assert source.read_snapshot(["agent"], sharded).on_inspection == {LOOSE}
+    unsharded = policy.Scope.from_options(["rack1"], ["<none>"], "wildcard")
+    snap = source.read_snapshot(["agent"], unsharded)
+    assert (snap.on_inspection, snap.others) == ({IN1}, {IN2})
+
+
+def test_rows_by_uuid_carry_group_and_shard_and_served_nodes_follow_the_scope(engine, racks):
+    source = DatabaseSource(engine)
+    assert source.read_nodes([racks["out"]], RACK1)[racks["out"]].conductor_group == "rack2"
+    node = source.read_node(racks["in"], with_ports=True, scope=RACK1)
+    assert (node.conductor_group, node.shard, len(node.ports)) == ("rack1", None, 1)
+    assert [row.uuid for row in source.served_nodes(["agent"], RACK1)] == [racks["in"]]
+    assert len(source.served_nodes(["agent"])) == 3
+    assert source.port_owners([IN1, OUT1, LOOSE]) == {IN1: ("rack1", None),
+                                                      OUT1: ("rack2", None)}
+
+
+def test_an_unscoped_source_never_reads_the_scope_columns(engine, racks):
+    """An unscoped filter keeps needing SELECT on its few columns only (both are unread)."""
+    statements = []
+    sa.event.listen(engine, "before_cursor_execute",
+                    lambda *args: statements.append(args[2]))
+    source = DatabaseSource(engine)
+    source.served_nodes(["agent"])
+    source.read_nodes([racks["in"]])
+    source.read_ports(["p"])
+    source.read_node(racks["in"], with_ports=True)
+    source.any_served(["agent"])
+    assert statements and not any("conductor_group" in s or "shard" in s for s in statements)
+    # The full sync runs through the raw cursor, which the event does not see.
+    for with_served in (False, True):
+        queries = " ".join(map(str, snapshot_queries(policy.UNSCOPED, with_served)))
+        assert "conductor_group" not in queries and "shard" not in queries
+
+
+def test_any_served_counts_only_in_scope_nodes(engine):
+    add_node(engine, "inspect wait", [OUT1], "rack2")
+    source = DatabaseSource(engine)
+    assert source.any_served(["agent"]) and not source.any_served(["agent"], RACK1)
+
+
+# -- the full sync and broadcasts ---------------------------------------------------------
+def test_wildcard_mode_writes_no_file_for_out_of_scope_ports(engine, hosts, racks):
+    sync = FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1_WILDCARD)
+    result = sync.full_sync()
+    found = files(hosts)
+    assert found.pop(IN1) == ALLOW.format(IN1) and found.pop(IN2) == DENY.format(IN2)
+    assert set(found) == {WILDCARD}
+    assert (result.allowed, result.denied, result.unknown_allowed) == (1, 1, True)
+
+
+def test_deny_mode_denies_out_of_scope_nodes_on_inspection(engine, hosts, racks):
+    FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1).full_sync()
+    found = files(hosts)
+    assert found[IN1] == ALLOW.format(IN1)
+    assert found[OUT1] == DENY.format(OUT1) and found[OUT2] == DENY.format(OUT2)
+
+
+def test_unknown_macs_follow_only_in_scope_nodes(engine, hosts):
+    add_node(engine, "inspect wait", [OUT1], "rack2")
+    sync = FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1)
+    assert not sync.full_sync().unknown_allowed
+    assert files(hosts)[WILDCARD].endswith(",ignore\n")
+    add_node(engine, "inspect wait", [IN1], "rack1")
+    assert sync.full_sync().unknown_allowed
+
+
+def test_broadcast_allow_of_an_out_of_scope_mac_stays_denied(engine, hosts, racks):
+    sync = FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1)
+    sync.full_sync()
+    result = sync.apply_broadcast(allow=[OUT1, IN2, LOOSE])
+    found = files(hosts)
+    assert found[OUT1] == DENY.format(OUT1)
+    assert found[IN2] == ALLOW.format(IN2)  # in scope: the broadcast is trusted for state
+    assert LOOSE not in found  # a MAC of no port: left to the wildcard
+    assert (result.allowed, result.denied) == (1, 1)
+    sync.full_sync()  # the converted allow is recorded as a deny: the sync keeps it
+    assert files(hosts)[OUT1] == DENY.format(OUT1)
+
+
+def test_broadcast_allow_of_an_out_of_scope_mac_writes_nothing_in_wildcard_mode(
+        engine, hosts, racks):
+    sync = FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1_WILDCARD)
+    sync.full_sync()
+    result = sync.apply_broadcast(allow=[OUT1], deny=[OUT2])
+    found = files(hosts)
+    assert OUT1 not in found and found[OUT2] == DENY.format(OUT2)  # denies apply as ever
+    assert (result.allowed, result.denied) == (0, 1)
+
+
+def test_broadcast_allow_fails_closed_without_the_database(tmp_path, hosts):
+    broken = create_engine(f"sqlite:///{tmp_path}/no-tables.sqlite")  # every read fails
+    sync = FilterSync(DatabaseSource(broken), str(hosts), scope=RACK1)
+    result = sync.apply_broadcast(allow=[IN1], deny=[IN2])
+    assert IN1 not in files(hosts) and files(hosts)[IN2] == DENY.format(IN2)
+    assert (result.allowed, result.denied) == (0, 1)
+
+
+def test_an_unscoped_filter_asks_the_database_nothing_for_a_broadcast(tmp_path, hosts):
+    broken = create_engine(f"sqlite:///{tmp_path}/no-tables.sqlite")  # every read fails
+    sync = FilterSync(DatabaseSource(broken), str(hosts))
+    assert sync.apply_broadcast(allow=[IN1]).allowed == 1
+    assert files(hosts)[IN1] == ALLOW.format(IN1)
+
+
+def test_scope_changed_by_configure_applies_to_the_next_sync(engine, hosts, racks):
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
+    sync.full_sync()
+    assert files(hosts)[OUT1] == ALLOW.format(OUT1)
+    sync.configure(supported_interfaces=["agent"], discovery_enabled=False,
+                   deny_unknown_macs=False, scope=RACK1)
+    sync.full_sync()
+    assert files(hosts)[OUT1] == DENY.format(OUT1)
+
+
+# -- the notification follower -------------------------------------------------------------
+@pytest.mark.parametrize("scope", [RACK1, RACK1_WILDCARD])
+def test_a_notification_for_an_out_of_scope_node_never_opens_it(engine, hosts, scope):
+    source = DatabaseSource(engine)
+    sync = FilterSync(source, str(hosts), scope=scope)
+    sync.full_sync()
+    follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces,
+                                    lambda: sync.scope)
+    follower.reload()
+    out = add_node(engine, "inspect wait", [OUT1], "rack2")
+    follower.apply(nodes=[out])
+    assert files(hosts).get(OUT1, DENY.format(OUT1)) == DENY.format(OUT1)
+    assert files(hosts)[WILDCARD].endswith(",ignore\n")  # no in-scope node on inspection
+    inside = add_node(engine, "inspect wait", [IN1], "rack1")
+    follower.apply(nodes=[inside])
+    assert files(hosts)[IN1] == ALLOW.format(IN1)
+    assert not files(hosts)[WILDCARD].endswith(",ignore\n")
+    if not scope.deny_outside:
+        assert OUT1 not in files(hosts)  # wildcard mode: no file of its own
