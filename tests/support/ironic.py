@@ -29,16 +29,17 @@ def _free_port() -> int:
 class Ironic:
     """One running Ironic; ``call(method, path, json=...)`` talks to its API."""
 
-    def __init__(self, workdir: Path, db_url: str, notification_url: str) -> None:
+    def __init__(self, workdir: Path, db_url: str, notification_url: str | None) -> None:
+        """Write the configuration; ``notification_url`` None sends no notifications."""
         self.bin = venvs.ensure_venv("ironic39", venvs.IRONIC)
         self.workdir = workdir
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "ironic.log"
-        self.config = write_config(workdir / "ironic.conf", {
+        sections: dict[str, dict[str, object]] = {
             "DEFAULT": {
                 "auth_strategy": "noauth", "rpc_transport": "none", "host": "test-ironic",
-                "notification_level": "info", "enabled_hardware_types": "fake-hardware",
+                "enabled_hardware_types": "fake-hardware",
                 "enabled_boot_interfaces": "fake", "enabled_deploy_interfaces": "fake",
                 "enabled_inspect_interfaces": "agent,no-inspect",
                 "default_inspect_interface": "agent",
@@ -57,9 +58,12 @@ class Ironic:
             "conductor": {"automated_clean": "false", "sync_power_state_interval": "-1"},
             "inspector": {"require_managed_boot": "false"},
             "oslo_concurrency": {"lock_path": str(workdir)},
-            "oslo_messaging_notifications": {"driver": "messagingv2",
-                                             "transport_url": notification_url},
-        })
+        }
+        if notification_url is not None:
+            sections["DEFAULT"]["notification_level"] = "info"
+            sections["oslo_messaging_notifications"] = {"driver": "messagingv2",
+                                                        "transport_url": notification_url}
+        self.config = write_config(workdir / "ironic.conf", sections)
         self.proc: subprocess.Popen | None = None
 
     def create_schema(self) -> None:
