@@ -162,7 +162,7 @@ class _Api:
         """Build the app (checking everything) and bind the socket; ServiceError."""
         from waitress import create_server  # noqa: PLC0415
 
-        from inspection.api import connections  # noqa: PLC0415
+        from inspection.api import connections, queue_log  # noqa: PLC0415
 
         conf = self.conf
         self.app = build(conf)
@@ -181,6 +181,7 @@ class _Api:
                                f"{exc.strerror or exc}", EXIT_RUNTIME) from None
         connections.install(self.server, conf.api.connections_per_client,
                             conf.api.request_deadline)
+        queue_log.install(conf.api.threads)
         LOG.info("Listening on http://%s:%s (auth: %s)", conf.api.host_ip, conf.api.port,
                  conf.api.auth_strategy)
         return f"listening on {conf.api.host_ip}:{conf.api.port}"
