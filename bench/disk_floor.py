@@ -1,8 +1,11 @@
-"""The file system's floor for a first sync: N files created, written and renamed, nothing else.
+"""The file system's floor for a first sync: N files created and written, nothing else.
 
-Each file is what the filter writes for a new MAC (a dotfile created, one line written, closed,
-renamed over its final name), in a fresh directory on the disk under test, without the
-database, the policy or the cache. Median of ``--repeat`` runs with the spread. Not a test.
+Each file is what the filter writes for a MAC, in a fresh directory on the disk under test,
+without the database, the policy or the cache: a dotfile created, one line written, closed
+and renamed over its final name (how an existing file is replaced), or the final name
+created in place with ``O_EXCL`` (how a new file is written since issue 22). The variants
+alternate within each repetition so a change of load hits them all. Median of ``--repeat``
+runs with the spread. Not a test.
 
     .venv/bin/python bench/disk_floor.py [--files 50000] [--dir /tmp] [--repeat 3]
 """
@@ -15,16 +18,25 @@ import tempfile
 import time
 
 
-def one_run(files: int, parent: str, full: bool) -> float:
-    """Seconds for ``files`` create + write + rename (``full``: also fchmod and fstat)."""
+def one_run(files: int, parent: str, variant: str) -> float:
+    """Seconds for ``files`` new files written the way ``variant`` says (see VARIANTS)."""
     path = tempfile.mkdtemp(prefix="disk-floor-", dir=parent)
     dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     line = b"52:54:00:00:00:00,ignore\n"
     names = [(f".{i:012x}.tmp", f"{i:012x}") for i in range(files)]
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    create = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         os.sync()
         start = time.perf_counter()
+        if variant == "create":
+            for _tmp, final in names:
+                fd = os.open(final, create, 0o644, dir_fd=dir_fd)
+                os.fstat(fd)
+                os.write(fd, line)
+                os.close(fd)
+            return time.perf_counter() - start
+        full = variant == "full"
         for tmp, final in names:
             fd = os.open(tmp, flags, 0o644, dir_fd=dir_fd)
             if full:
@@ -40,18 +52,29 @@ def one_run(files: int, parent: str, full: bool) -> float:
         shutil.rmtree(path)
 
 
+VARIANTS = {
+    "rename": "open+write+close+rename",
+    "full": "the same + fchmod + fstat (a new file before issue 22)",
+    "create": "open(O_EXCL)+fstat+write+close in place (a new file now)",
+}
+
+
 def main() -> None:
-    """Print the median and spread of both variants."""
+    """Print the median and spread of each variant."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=50000)
     parser.add_argument("--dir", default=tempfile.gettempdir())
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    for full, label in ((False, "open+write+close+rename"),
-                        (True, "the same + fchmod + fstat (what a sync does per file)")):
-        times = [one_run(args.files, args.dir, full) for _ in range(args.repeat)]
-        print(f"{args.files} files, {label}: median {statistics.median(times):.3f} s "
-              f"({min(times):.3f}-{max(times):.3f}), load average {os.getloadavg()[0]:.1f}")
+    times: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    for turn in range(args.repeat):
+        order = list(VARIANTS) if turn % 2 == 0 else list(reversed(VARIANTS))
+        for variant in order:
+            times[variant].append(one_run(args.files, args.dir, variant))
+    for variant, label in VARIANTS.items():
+        spent = times[variant]
+        print(f"{args.files} files, {label}: median {statistics.median(spent):.3f} s "
+              f"({min(spent):.3f}-{max(spent):.3f}), load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

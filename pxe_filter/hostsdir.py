@@ -1,9 +1,13 @@
 """The write side of a dnsmasq ``--dhcp-hostsdir``: write only what changes, atomically.
 
-Every write is a dotfile (ignored by dnsmasq) renamed over the target, so dnsmasq never reads
-a half-written file. Files are never deleted except by an explicit purge (dnsmasq would keep
-serving a deleted allow until SIGHUP) and the directory itself is never touched. What the
-files say now is read and cached by :class:`pxe_filter.hostsdir_cache.HostsDirCache`.
+A file that exists is replaced by a dotfile (ignored by dnsmasq) renamed over it, so dnsmasq
+never reads a half-written file. A MAC file that does not exist yet is created in place
+(``O_CREAT | O_EXCL``, its whole line in one ``write()``, then closed): one directory entry
+added instead of three changes (the dotfile's, then the rename's two), which is most of a
+first sync's cost; why dnsmasq still never applies a partial line: ``HostsDir._create``.
+Files are never deleted except by an explicit purge (dnsmasq would keep serving a
+deleted allow until SIGHUP) and the directory itself is never touched. What the files say
+now is read and cached by :class:`pxe_filter.hostsdir_cache.HostsDirCache`.
 """
 
 import contextlib
@@ -35,16 +39,21 @@ LOG = logging.getLogger(__name__)
 #: written, renaming it over the wildcard still works: a rename needs no new data blocks.
 RESERVE = f".{WILDCARD}.reserve"
 _RESERVE_DATA = content(WILDCARD_MAC, False)
+# O_EXCL: fails on any existing entry, a symlink included (never followed, never reused).
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+#: inotify events one write of ours makes on its final name: a rename (MOVED_TO), or an
+#: in-place create (CREATE, MODIFY, CLOSE_WRITE).
+RENAME_EVENTS, CREATE_EVENTS = 1, 3
 
 
 class WriteObserver(Protocol):
-    """Told about each rename of ours just before it happens (the self-heal watcher)."""
+    """Told about each write of ours just before it happens (the self-heal watcher)."""
 
-    def expect(self, name: str) -> None:
-        """A rename of ours onto ``name`` is about to happen."""
+    def expect(self, name: str, events: int = RENAME_EVENTS) -> None:
+        """A write of ours making ``events`` inotify events on ``name`` is about to happen."""
 
-    def cancel(self, name: str) -> None:
-        """The announced rename onto ``name`` failed."""
+    def cancel(self, name: str, events: int = RENAME_EVENTS) -> None:
+        """The announced write onto ``name`` failed (some of its events may still come)."""
 
 
 @dataclass
@@ -312,26 +321,72 @@ class HostsDir(HostsDirCache):
             raise
         return ino
 
+    def _create(self, name: str, data: bytes) -> int | None:
+        """Create MAC file ``name`` holding ``data`` if no entry has that name; its inode.
+
+        None if the name exists (the caller replaces it by a rename instead). Why dnsmasq
+        never applies less than ``data``: it reads a hostsdir file on its close-after-write
+        or rename event (neither comes before our close) and on SIGHUP or start-up, which
+        may find the file empty: no line, as if it did not exist yet, which is what dnsmasq
+        applied to that MAC until now. The line is one ``write()`` of under 32 bytes at
+        offset 0 of a new file: Linux publishes the new size only once the bytes are in the
+        page, so a reader sees all of it or nothing. A failed write empties and unlinks the
+        file before closing it, so no partial line is left under the name.
+        """
+        try:
+            fd = os.open(name, _CREATE_FLAGS, 0o644, dir_fd=self.dir_fd)
+        except FileExistsError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if stat.S_IMODE(st.st_mode) != 0o644:
+                # the umask or a default ACL: dnsmasq may run as another user; fixed before
+                # the line is written so the file never holds it with another mode
+                os.fchmod(fd, 0o644)
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.EIO, "short write")
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=self.dir_fd)
+            raise
+        finally:
+            os.close(fd)
+        return st.st_ino
+
     def write(self, name: str, mac: str, allow: bool) -> None:
-        """Atomically replace file ``name`` with the allow/deny line of ``mac``.
+        """Atomically replace (or create) file ``name`` with the allow/deny line of ``mac``.
 
         ``name`` must be a validated MAC spelling or the wildcard name, never raw input.
         """
-        tmp = f".{mac if name != WILDCARD else WILDCARD}.tmp"
+        data = content(mac, allow)
         observer = self.observer
-        announced = False
+        # A name without a directory entry at the last scan is created in place. The
+        # wildcard keeps the rename: one file, and the one deciding for every other MAC.
+        create = name not in self.inodes and name != WILDCARD
+        announced = 0
 
-        def announce() -> None:
+        def announce(events: int) -> None:
             nonlocal announced
             if observer is not None:
-                observer.expect(name)  # before the rename: its event may come at once
-                announced = True
+                observer.expect(name, events)  # before the write: its events come at once
+                announced = events
 
         try:
-            ino = self._write_file(tmp, name, content(mac, allow), announce)
+            ino = None
+            if create:
+                announce(CREATE_EVENTS)
+                ino = self._create(name, data)
+                if ino is None and announced:  # made by someone since the scan: replaced
+                    observer.cancel(name, announced)
+                    announced = 0
+            if ino is None:
+                tmp = f".{mac if name != WILDCARD else WILDCARD}.tmp"
+                ino = self._write_file(tmp, name, data, lambda: announce(RENAME_EVENTS))
         except OSError:
             if announced:
-                observer.cancel(name)
+                observer.cancel(name, announced)
             # Unknown now: the next scan reads the file again and the next sync retries.
             self._forget(name)
             self.inodes.pop(name, None)

@@ -5,13 +5,14 @@ One thread reads events and hands them to :meth:`pxe_filter.sync.FilterSync.repa
 waits while a sync or broadcast holds the hostsdir. That thread does not read meanwhile: a
 thread busy reading events would fight the writer for the GIL at every system call and make
 a 20,000-file sync ten times slower. Instead the writer drains the queue itself every
-DRAIN_EVERY writes (:meth:`HostsdirWatcher.expect`, called by the writer before each rename),
-so our own bulk writes never overflow the kernel queue. Each rename of ours is announced
-before it happens and its event is dropped unseen; any other event on a MAC file (a foreign
-edit in the middle of a 100k-file sync included) still reaches ``repair``, which tells our
-writes apart by inode. Dotfiles (our temporary files, the lock, the state file) are dropped
-unseen. Only a foreign burst larger than the kernel queue still ends in IN_Q_OVERFLOW,
-answered by re-reading every file (and reloading dnsmasq, whose queue overflowed too).
+DRAIN_EVERY writes (:meth:`HostsdirWatcher.expect`, called by the writer before each write),
+so our own bulk writes never overflow the kernel queue. Each write of ours is announced
+before it happens and its events are dropped unseen (one for a rename, three for a file
+created in place); any other event on a MAC file (a foreign edit in the middle of a
+100k-file sync included) still reaches ``repair``, which tells our writes apart by inode.
+Dotfiles (our temporary files, the lock, the state file) are dropped unseen. Only a
+foreign burst larger than the kernel queue still ends in IN_Q_OVERFLOW, answered by
+re-reading every file (and reloading dnsmasq, whose queue overflowed too).
 """
 
 import contextlib
@@ -33,9 +34,11 @@ _CONTENT_EVENTS = flags.MODIFY | flags.CLOSE_WRITE
 _SELF_EVENTS = flags.DELETE_SELF | flags.MOVE_SELF | flags.IGNORED | flags.UNMOUNT
 # DONT_FOLLOW: a hostsdir swapped for a symlink is never watched through it.
 MASK = _NAME_EVENTS | flags.DELETE_SELF | flags.MOVE_SELF | flags.ONLYDIR | flags.DONT_FOLLOW
-#: The event one rename of ours onto a MAC file makes (the dotfile's four are dropped).
-_OWN_EVENTS = flags.MOVED_TO | flags.CREATE
-#: Writes between two drains: 5 events each, well below the default 16384-event queue.
+#: The events a write of ours onto a MAC file makes: MOVED_TO for a rename (the dotfile's
+#: four are dropped), CREATE, MODIFY and CLOSE_WRITE for a file created in place. Counted
+#: per name: a foreign event beyond the count announced still reaches ``repair``.
+_OWN_EVENTS = flags.MOVED_TO | flags.CREATE | flags.MODIFY | flags.CLOSE_WRITE
+#: Writes between two drains: 5 events each at most, well below the 16384-event queue.
 DRAIN_EVERY = 1000
 _HEADER = struct.Struct("iIII")
 _READ_SIZE = 64 * 1024  # bytes per read(): the events are parsed as they come, not listed
@@ -66,7 +69,7 @@ class HostsdirWatcher:
         self._thread: threading.Thread | None = None
         self._names: set[str] = set()
         self._content: set[str] = set()
-        self._expected: dict[str, int] = {}  # name -> renames of ours not yet seen
+        self._expected: dict[str, int] = {}  # name -> events of ours not yet seen
         self._since_drain = 0
         self._overflow = False
         self._lost: str | None = None
@@ -85,11 +88,12 @@ class HostsdirWatcher:
             self.wd = self.inotify.add_watch(path, MASK)
             self._reset()
 
-    def expect(self, name: str) -> None:
-        """A rename of ours onto ``name`` comes next (the writer calls this, holding the
-        hostsdir); every DRAIN_EVERY calls, drain the queue so it cannot overflow."""
+    def expect(self, name: str, events: int = 1) -> None:
+        """A write of ours making ``events`` events on ``name`` comes next (the writer calls
+        this, holding the hostsdir); every DRAIN_EVERY calls, drain the queue so it cannot
+        overflow."""
         with self._wd_lock:
-            self._expected[name] = self._expected.get(name, 0) + 1
+            self._expected[name] = self._expected.get(name, 0) + events
             self._since_drain += 1
             if self._since_drain < DRAIN_EVERY:
                 return
@@ -98,12 +102,13 @@ class HostsdirWatcher:
         if self._names or self._overflow or self._lost:
             self._wake()  # the thread may sleep on an empty queue: the events are ours now
 
-    def cancel(self, name: str) -> None:
-        """The rename announced by :meth:`expect` did not happen."""
+    def cancel(self, name: str, events: int = 1) -> None:
+        """The write announced by :meth:`expect` failed; those of its events that happened
+        anyway reach ``repair`` (which finds nothing to do): never one foreign event less."""
         with self._wd_lock:
             count = self._expected.get(name, 0)
-            if count > 1:
-                self._expected[name] = count - 1
+            if count > events:
+                self._expected[name] = count - events
             else:
                 self._expected.pop(name, None)
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from pxe_filter.hostsdir import HostsDir
 from tests.support import services
 from tests.support.dhcp_client import same_subnet
 from tests.support.netns import SERVER_IP
@@ -110,3 +111,28 @@ def test_real_client_follows_the_files(netns_pair, hostsdir, dnsmasq_factory, dh
     out = udhcpc(tries=3)
     assert "obtained" in out, out
     assert dhcp_client.discover(mac) is not None
+
+
+def test_a_file_created_in_place_is_no_entry_until_closed(hostsdir, dnsmasq_factory,
+                                                          dhcp_client):
+    """What HostsDir relies on to create a new MAC file without a rename (issue 22)."""
+    write_atomically(hostsdir / WILDCARD, "*:*:*:*:*:*\n")  # unknown MACs are served
+    allow(hostsdir, ALLOWED)
+    dnsmasq = dnsmasq_factory(hostsdir)
+    # The writer between its create and its write: an empty file, even re-read on SIGHUP,
+    # is no entry at all (the wildcard decides, as before the file existed).
+    fd = os.open(hostsdir / DENIED, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        dnsmasq.sighup()
+        dhcp_client.await_offer(DENIED, offered=True, within=2.0)
+        os.write(fd, f"{DENIED},ignore\n".encode())
+    finally:
+        os.close(fd)
+    # The close (IN_CLOSE_WRITE) makes dnsmasq read the whole line: no SIGHUP needed.
+    dhcp_client.await_offer(DENIED, offered=False, within=1.0, control=ALLOWED)
+    writer = HostsDir(str(hostsdir))
+    writer.scan()
+    writer.write(UNKNOWN, UNKNOWN, False)  # a new file: created in place
+    assert not os.path.exists(hostsdir / f".{UNKNOWN}.tmp")
+    dhcp_client.await_offer(UNKNOWN, offered=False, within=1.0, control=ALLOWED)
+    writer.close()

@@ -73,6 +73,102 @@ def test_a_leftover_dotfile_does_not_pass_on_its_mode(tmp_path, hd):
     assert _read(tmp_path, M1) == f"{M1}\n"
 
 
+def _record_creates(monkeypatch) -> list[str]:
+    """Names opened with O_CREAT, in order (the dotfiles of renames included)."""
+    created: list[str] = []
+    real_open = os.open
+
+    def recording(path, flags, *args, **kwargs):
+        if flags & os.O_CREAT:
+            created.append(path)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording)
+    return created
+
+
+def test_new_files_are_created_in_place_existing_ones_renamed(tmp_path, hd, monkeypatch):
+    created = _record_creates(monkeypatch)
+    _sync(hd, DesiredState(allow={M1}, deny={M2}))
+    # A new MAC file is created under its own name (one directory operation); the
+    # wildcard keeps the dotfile and the rename.
+    assert created == [M2, f".{WILDCARD}.tmp", M1]
+    assert sorted(os.listdir(tmp_path)) == sorted([M1, M2, WILDCARD])
+    created.clear()
+    _sync(hd, DesiredState(allow={M2}, deny={M1}))
+    assert created == [f".{M1}.tmp", f".{M2}.tmp"]  # existing files: replaced by a rename
+    assert _read(tmp_path, M1) == DENY.format(M1) and _read(tmp_path, M2) == ALLOW.format(M2)
+
+
+def test_in_place_creation_keeps_deny_first_and_the_mode_whatever_the_umask(
+        tmp_path, hd, monkeypatch):
+    allow = {f"52:54:00:00:01:{i:02x}" for i in range(20)}
+    deny = {f"52:54:00:00:02:{i:02x}" for i in range(20)}
+    created = _record_creates(monkeypatch)
+    old = os.umask(0o077)
+    try:
+        report = _sync(hd, DesiredState(allow=allow, deny=deny, unknown_allowed=True))
+    finally:
+        os.umask(old)
+    assert report.written == 41 and report.failed == 0
+    macs = [name for name in created if not name.startswith(".")]
+    assert set(macs[:20]) == deny and set(macs[20:]) == allow  # every deny before any allow
+    for name in (*allow, *deny, WILDCARD):
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o644
+    for name in allow:
+        assert _read(tmp_path, name) == ALLOW.format(name)
+    for name in deny:
+        assert _read(tmp_path, name) == DENY.format(name)
+
+
+def test_in_place_creation_gives_the_same_files_as_renames(tmp_path, monkeypatch):
+    allow = {f"52:54:00:00:01:{i:02x}" for i in range(10)}
+    deny = {f"52:54:00:00:02:{i:02x}" for i in range(10)}
+    results = []
+    for mode, where in (("create", tmp_path / "a"), ("rename", tmp_path / "b")):
+        where.mkdir()
+        hd = HostsDir(str(where))
+        if mode == "rename":
+            monkeypatch.setattr(HostsDir, "_create", lambda self, name, data: None)
+        _sync(hd, DesiredState(allow=allow, deny=deny))
+        results.append({entry.name: (entry.stat().st_mode, (where / entry.name).read_bytes())
+                        for entry in os.scandir(where)})
+    assert results[0] == results[1]
+
+
+def test_a_file_made_since_the_scan_is_replaced_not_reused(tmp_path, hd):
+    hd.scan()
+    target = tmp_path / "elsewhere"
+    target.write_text("keep\n")
+    os.symlink(target, tmp_path / M1)  # made after the scan: O_EXCL refuses it
+    (tmp_path / M2).write_text(f"{M2}\n")
+    (tmp_path / M2).chmod(0o600)
+    report = hd.write_all(hd.changes(DesiredState(deny={M1, M2})))
+    assert report.written == 3 and report.failed == 0
+    assert not os.path.islink(tmp_path / M1) and _read(tmp_path, M1) == DENY.format(M1)
+    assert target.read_text() == "keep\n"
+    assert _read(tmp_path, M2) == DENY.format(M2)
+    assert stat.S_IMODE(os.stat(tmp_path / M2).st_mode) == 0o644
+
+
+def test_a_failed_in_place_write_leaves_no_file_under_the_name(tmp_path, hd, monkeypatch):
+    real_write = os.write
+
+    def full_disk(fd, data):
+        if data.startswith(M1.encode()):
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full_disk)
+    report = _sync(hd, DesiredState(allow={M1}, deny={M2}))
+    monkeypatch.undo()
+    assert report.failed == 1 and M1 in hd.unserved
+    assert not (tmp_path / M1).exists()  # neither an empty nor a partial file is left
+    assert _read(tmp_path, M2) == DENY.format(M2)
+    report = _sync(hd, DesiredState(allow={M1}, deny={M2}))
+    assert report.written == 1 and _read(tmp_path, M1) == ALLOW.format(M1)
+
+
 def test_first_scan_classifies_by_content_not_size(tmp_path, hd):
     # Right sizes (18 and 25 bytes), wrong content: another MAC, a bogus option.
     (tmp_path / M1).write_text(ALLOW.format(M2))
