@@ -350,19 +350,19 @@ def _split_ports(cursor, snap: Snapshot, with_served: bool) -> None:
                         served.setdefault(node_id, []).append((port, address))
             rows = [row[:2] for row in rows]
         if inspecting:
-            snap.on_inspection.update(_interned(address for address, node_id in rows
-                                                if node_id in inspecting))
-            snap.others.update(_interned(address for address, node_id in rows
-                                         if node_id not in inspecting))
+            snap.on_inspection.update(_interned([address for address, node_id in rows
+                                                 if node_id in inspecting]))
+            snap.others.update(_interned([address for address, node_id in rows
+                                          if node_id not in inspecting]))
         else:
-            snap.others.update(_interned(address for address, _ in rows))
+            snap.others.update(_interned([address for address, _ in rows]))
 
 
-def _interned(addresses: Iterable[str | None]) -> Iterator[str]:
-    # sys.intern takes str only: anything else a driver might hand back is passed on for the
-    # policy to reject, and None (which it ignores) left out.
-    for address in addresses:
-        if type(address) is str:
-            yield intern(address)
-        elif address is not None:
-            yield address
+def _interned(addresses: list[str | None]) -> Iterable[str]:
+    """``addresses`` interned, in C when all are strings (the rule); else one by one:
+    None (which the policy ignores) left out, a non-string passed on for it to reject."""
+    try:
+        return list(map(intern, addresses))
+    except TypeError:
+        return [intern(address) if type(address) is str else address
+                for address in addresses if address is not None]
