@@ -57,11 +57,13 @@ def _status(pid: int) -> dict[str, int]:
 
 
 def _write_conf(path: str, db: str, hostsdir: str, url: str, period: int, *,
-                debug: bool = False) -> None:
+                debug: bool = False, options: dict[str, str] | None = None) -> None:
+    extra = "".join(f"{key} = {value}\n" for key, value in (options or {}).items())
     with open(path, "w") as conf:
         conf.write(f"[DEFAULT]\ntransport_url = {url}\nhost = bench\ndebug = {debug}\n"
                    f"[database]\nconnection = sqlite:///{db}\n"
-                   f"[pxe_filter]\ndhcp_hostsdir = {hostsdir}\nsync_period = {period}\n")
+                   f"[pxe_filter]\ndhcp_hostsdir = {hostsdir}\nsync_period = {period}\n"
+                   f"{extra}")
 
 
 class _Notify:
@@ -150,11 +152,13 @@ def _log_tail(path: str) -> str:
 
 
 def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3, *,
-        timeout: float = 300, debug: bool = False) -> DaemonResult:
+        timeout: float = 300, debug: bool = False,
+        options: dict[str, str] | None = None) -> DaemonResult:
     """Run the daemon on ``db`` and measure it; errors are reported in the result.
 
     ``timeout``: seconds allowed for READY (the first sync) and for each later sync;
-    ``debug``: log at DEBUG (a steady sync's summary line is only logged then).
+    ``debug``: log at DEBUG (a steady sync's summary line is only logged then);
+    ``options``: more ``[pxe_filter]`` options (e.g. a scope).
     """
     from pxe_filter.common import messaging  # noqa: PLC0415
     from tests.support import services  # noqa: PLC0415
@@ -173,7 +177,7 @@ def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3, *,
     proc = None
     transport = None
     try:
-        _write_conf(conf_path, db, hostsdir, url, period=1, debug=debug)
+        _write_conf(conf_path, db, hostsdir, url, period=1, debug=debug, options=options)
         daemon = os.path.join(os.path.dirname(sys.executable), "ironic-pxe-filter")
         start = time.monotonic()
         with open(log_path, "w") as log:
@@ -188,7 +192,7 @@ def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3, *,
             result.syncs += 1
             result.rss_per_sync_kb.append(_status(proc.pid)["VmHWM"])
         # Periodic sync off (SIGHUP re-reads it), so only broadcasts touch the files now.
-        _write_conf(conf_path, db, hostsdir, url, period=0, debug=debug)
+        _write_conf(conf_path, db, hostsdir, url, period=0, debug=debug, options=options)
         proc.send_signal(signal.SIGHUP)
         notify.wait_for("STATUS=", timeout, proc)
         result.syncs += 1

@@ -25,9 +25,10 @@ import threading
 import time
 
 import daemon_bench
-from filter_bench import DEFAULT_BASELINE, Worker, generate, warm_cache
+from filter_bench import DEFAULT_BASELINE, Worker, warm_cache
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
+DAEMON_SYNCS = 3
 # A DEBUG line ends with the logging call's location after the duration.
 _SYNC_LINE = re.compile(r"(First|Full) sync: .*; ([0-9.]+) s(?: |$)")
 
@@ -73,10 +74,11 @@ def one_run(db: str, root: str, args: argparse.Namespace) -> dict:
     os.makedirs(root)
     with LoadSampler() as load:
         daemon = daemon_bench.run(db, root, args.broadcasts, steady_syncs=args.daemon_syncs,
-                                  timeout=args.timeout, debug=True)
-        result: dict = {"daemon": vars(daemon),
+                                  timeout=args.timeout, debug=True,
+                                  options=dict(args.pxe_filter_option))
+        result: dict = {"daemon": vars(daemon), "periodic_syncs": args.daemon_syncs,
                         "daemon_syncs": daemon_sync_times(os.path.join(root, "daemon.log"))}
-        if daemon.error:
+        if daemon.error or args.no_worker:
             result["load"] = load.samples
             return result
         hostsdir = os.path.join(root, "daemon-hostsdir")
@@ -98,6 +100,17 @@ def one_run(db: str, root: str, args: argparse.Namespace) -> dict:
     return result
 
 
+def generate(baseline: str, db: str, ports: int, groups: int) -> str:
+    """Make the database with datagen.py in the baseline venv; its summary line."""
+    argv = [baseline, os.path.join(BENCH, "datagen.py"), "--db", db, "--ports", str(ports)]
+    if groups:
+        argv += ["--groups", str(groups)]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        sys.exit(f"datagen failed:\n{proc.stderr}{proc.stdout}")
+    return proc.stdout.strip()
+
+
 def spread(values: list[float]) -> dict:
     """Median and min-max of ``values``."""
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
@@ -111,13 +124,20 @@ def summarise(ports: int, runs: list[dict]) -> dict:
         return row
     firsts = [next(s for kind, s in r["daemon_syncs"] if kind == "First") for r in good]
     row["first_sync_s"] = spread(firsts)
-    row["steady_sync_s"] = spread([statistics.median(r["steady_sync_s"]) for r in good])
-    row["restart_sync_s"] = spread([r["restart_sync_s"] for r in good])
+    # the daemon's own periodic syncs after the first (the SIGHUP's is logged after them)
+    periodic = [[s for kind, s in r["daemon_syncs"] if kind == "Full"]
+                [:r.get("periodic_syncs", DAEMON_SYNCS)] for r in good]
+    if all(periodic):
+        row["daemon_steady_sync_s"] = spread([statistics.median(p) for p in periodic])
+    if all("steady_sync_s" in r for r in good):
+        row["steady_sync_s"] = spread([statistics.median(r["steady_sync_s"]) for r in good])
+        row["restart_sync_s"] = spread([r["restart_sync_s"] for r in good])
     row["daemon_ready_s"] = spread([r["daemon"]["ready_seconds"] for r in good])
     row["daemon_rss_ready_mb"] = spread([r["daemon"]["rss_at_ready_kb"] / 1024 for r in good])
     row["daemon_rss_peak_mb"] = spread([r["daemon"]["rss_after_reload_kb"] / 1024
                                         for r in good])
-    row["worker_rss_mb"] = spread([r["worker_rss_kb"] / 1024 for r in good])
+    if all("worker_rss_kb" in r for r in good):
+        row["worker_rss_mb"] = spread([r["worker_rss_kb"] / 1024 for r in good])
     lat = [x for r in good for x in r["daemon"]["latencies_ms"]]
     if lat:
         row["broadcast_p50_ms"] = statistics.median(lat)
@@ -137,6 +157,7 @@ def print_row(row: dict) -> None:
                 f"[{v['min']:.{digits}f}-{v['max']:.{digits}f}]")
     print(f"{row['ports']:>8} ports, {row['runs']} runs ({row['failed']} failed)")
     for key, unit, digits in (("first_sync_s", "s", 2), ("steady_sync_s", "s", 3),
+                              ("daemon_steady_sync_s", "s", 3),
                               ("restart_sync_s", "s", 2), ("daemon_ready_s", "s", 1),
                               ("daemon_rss_ready_mb", "MiB", 0),
                               ("daemon_rss_peak_mb", "MiB", 0), ("worker_rss_mb", "MiB", 0),
@@ -151,8 +172,17 @@ def main() -> None:
                         help="comma-separated numbers of ports (default: %(default)s)")
     parser.add_argument("--runs", type=int, default=3, help="runs per size (default 3)")
     parser.add_argument("--steady", type=int, default=3, help="timed steady syncs per run")
-    parser.add_argument("--daemon-syncs", type=int, default=3,
+    parser.add_argument("--daemon-syncs", type=int, default=DAEMON_SYNCS,
                         help="periodic syncs of the daemon before its SIGHUP")
+    parser.add_argument("--groups", type=int, default=0,
+                        help="spread the nodes over N conductor groups (datagen.py --groups)")
+    parser.add_argument("--pxe-filter-option", action="append", default=[],
+                        type=lambda text: tuple(text.split("=", 1)), metavar="KEY=VALUE",
+                        help="another [pxe_filter] option for the daemon, e.g. "
+                             "conductor_groups=group-3 (repeatable)")
+    parser.add_argument("--no-worker", action="store_true",
+                        help="skip the bare sync process (it builds an unscoped FilterSync); "
+                             "steady syncs then come from the daemon's log")
     parser.add_argument("--broadcasts", type=int, default=50,
                         help="timed broadcasts per daemon run (during the SIGHUP re-read)")
     parser.add_argument("--timeout", type=float, default=1800,
@@ -166,20 +196,33 @@ def main() -> None:
                         help="move the last run's hostsdir of the largest size to DIR "
                              "(for dnsmasq_bench.py)")
     parser.add_argument("--output", default="scale-results.json", help="JSON results file")
+    parser.add_argument("--resummarise", metavar="JSON",
+                        help="only recompute the summaries of an earlier results file")
     args = parser.parse_args()
+    if args.resummarise:
+        with open(args.resummarise) as handle:
+            results = json.load(handle)
+        for size in results["sizes"]:
+            size["summary"] = summarise(size["summary"]["ports"], size["raw"])
+            print_row(size["summary"])
+        with open(args.resummarise, "w") as out:
+            json.dump(results, out, indent=1)
+        return
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     workdir = args.workdir or tempfile.mkdtemp(prefix="pxe-filter-scale-")
     os.makedirs(workdir, exist_ok=True)
     results = {"meta": {"python": sys.version.split()[0], "cpus": os.cpu_count(),
                         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                         "runs": args.runs, "steady": args.steady,
-                        "broadcasts": args.broadcasts}, "sizes": []}
+                        "broadcasts": args.broadcasts, "groups": args.groups,
+                        "pxe_filter_options": dict(args.pxe_filter_option)}, "sizes": []}
     try:
         for ports in sizes:
-            db = os.path.join(workdir, f"db-{ports}.sqlite")
+            suffix = f"-g{args.groups}" if args.groups else ""
+            db = os.path.join(workdir, f"db-{ports}{suffix}.sqlite")
             if not os.path.exists(db):
                 t0 = time.monotonic()
-                summary = generate(args.baseline_python, db, ports)
+                summary = generate(args.baseline_python, db, ports, args.groups)
                 print(f"data ({time.monotonic() - t0:.1f} s): {summary}", flush=True)
             runs = []
             for run_no in range(args.runs):
