@@ -80,6 +80,8 @@ def main() -> None:
          "o")
     _bar(apply_ax, files, [d[1].get("sighup_s") for d in dnsmasq], "dnsmasq SIGHUP re-read",
          "s")
+    _bar(apply_ax, files, [d[1].get("startup_cpu_s") for d in dnsmasq],
+         "dnsmasq start-up read, its CPU time", "x")
     for count, _summary, raw in dnsmasq:
         for run in raw:
             if "startup_read_by_timeout" in run:
