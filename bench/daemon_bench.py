@@ -39,6 +39,7 @@ class DaemonResult:
     rss_per_sync_kb: list[int] = field(default_factory=list)  # VmHWM after each later sync
     rss_after_syncs_kb: int = 0
     rss_after_broadcasts_kb: int = 0
+    rss_after_reload_kb: int = 0  # VmHWM once the SIGHUP's sync (every file re-read) is done
     syncs: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     lost: int = 0
@@ -55,11 +56,14 @@ def _status(pid: int) -> dict[str, int]:
     return result
 
 
-def _write_conf(path: str, db: str, hostsdir: str, url: str, period: int) -> None:
+def _write_conf(path: str, db: str, hostsdir: str, url: str, period: int, *,
+                debug: bool = False, options: dict[str, str] | None = None) -> None:
+    extra = "".join(f"{key} = {value}\n" for key, value in (options or {}).items())
     with open(path, "w") as conf:
-        conf.write(f"[DEFAULT]\ntransport_url = {url}\nhost = bench\n"
+        conf.write(f"[DEFAULT]\ntransport_url = {url}\nhost = bench\ndebug = {debug}\n"
                    f"[database]\nconnection = sqlite:///{db}\n"
-                   f"[pxe_filter]\ndhcp_hostsdir = {hostsdir}\nsync_period = {period}\n")
+                   f"[pxe_filter]\ndhcp_hostsdir = {hostsdir}\nsync_period = {period}\n"
+                   f"{extra}")
 
 
 class _Notify:
@@ -147,8 +151,15 @@ def _log_tail(path: str) -> str:
     return " | ".join(lines[-3:]) or "(nothing logged)"
 
 
-def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3) -> DaemonResult:
-    """Run the daemon on ``db`` and measure it; errors are reported in the result."""
+def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3, *,
+        timeout: float = 300, debug: bool = False,
+        options: dict[str, str] | None = None) -> DaemonResult:
+    """Run the daemon on ``db`` and measure it; errors are reported in the result.
+
+    ``timeout``: seconds allowed for READY (the first sync) and for each later sync;
+    ``debug``: log at DEBUG (a steady sync's summary line is only logged then);
+    ``options``: more ``[pxe_filter]`` options (e.g. a scope).
+    """
     from pxe_filter.common import messaging  # noqa: PLC0415
     from tests.support import services  # noqa: PLC0415
 
@@ -166,24 +177,24 @@ def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3) -> Daemon
     proc = None
     transport = None
     try:
-        _write_conf(conf_path, db, hostsdir, url, period=1)
+        _write_conf(conf_path, db, hostsdir, url, period=1, debug=debug, options=options)
         daemon = os.path.join(os.path.dirname(sys.executable), "ironic-pxe-filter")
         start = time.monotonic()
         with open(log_path, "w") as log:
             proc = subprocess.Popen([daemon, "--config-file", conf_path], stdout=log,
                                     stderr=subprocess.STDOUT,
                                     env={**os.environ, "NOTIFY_SOCKET": notify.path})
-        notify.wait_for("READY=1", 300, proc)
+        notify.wait_for("READY=1", timeout, proc)
         result.ready_seconds = time.monotonic() - start
         result.rss_at_ready_kb = _status(proc.pid)["VmHWM"]
         for _ in range(steady_syncs):  # periodic syncs, one second apart
-            notify.wait_for("STATUS=", 120, proc)
+            notify.wait_for("STATUS=", timeout, proc)
             result.syncs += 1
             result.rss_per_sync_kb.append(_status(proc.pid)["VmHWM"])
         # Periodic sync off (SIGHUP re-reads it), so only broadcasts touch the files now.
-        _write_conf(conf_path, db, hostsdir, url, period=0)
+        _write_conf(conf_path, db, hostsdir, url, period=0, debug=debug, options=options)
         proc.send_signal(signal.SIGHUP)
-        notify.wait_for("STATUS=", 120, proc)
+        notify.wait_for("STATUS=", timeout, proc)
         result.syncs += 1
         result.rss_per_sync_kb.append(_status(proc.pid)["VmHWM"])
         result.rss_after_syncs_kb = _status(proc.pid)["VmHWM"]
@@ -196,6 +207,9 @@ def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3) -> Daemon
                          count=False)
         _time_broadcasts(transport, hostsdir, ops, result, count=True)
         result.rss_after_broadcasts_kb = _status(proc.pid)["VmHWM"]
+        # The broadcasts start at RELOADING; at 1M ports the re-read outlasts them.
+        notify.wait_for("READY=1", timeout, proc)
+        result.rss_after_reload_kb = _status(proc.pid)["VmHWM"]
     except Exception as exc:
         result.error = f"{type(exc).__name__}: {exc}; daemon log ends: {_log_tail(log_path)}"
     finally:

@@ -20,6 +20,7 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from sys import intern
 
 from pxe_filter.common import macs
 
@@ -169,7 +170,7 @@ class HostsDirCache:
                     if old is not None and entry.name not in new:
                         seen += 1
                     if old != ino:
-                        changed[entry.name] = ino
+                        changed[intern(entry.name)] = ino  # see _entries()
         except OSError:
             self._touched = None
             raise
@@ -191,7 +192,7 @@ class HostsDirCache:
                 listing = None  # files went away (or a failed write raced): list all
         if listing is None:
             with self._entries() as entries:
-                current = {entry.name: entry.inode() for entry in entries}
+                current = {intern(entry.name): entry.inode() for entry in entries}
             if current != self.inodes:
                 self._reconcile(current)
         elif listing.changed:
@@ -248,6 +249,8 @@ class HostsDirCache:
 
     @contextlib.contextmanager
     def _entries(self) -> Iterator[Iterator[os.DirEntry]]:
+        # Names kept from a listing are interned, as the policy's MACs are
+        # (pxe_filter.source): one string per MAC for the cache and the policy, not one each.
         # A descriptor of its own per listing: a dup of dir_fd would share the read offset
         # with any other listing running at the same time.
         fd = os.open(".", _DIR_FLAGS, dir_fd=self.dir_fd)

@@ -10,6 +10,7 @@ objects, so that comparing 100k MACs with the files costs a few set operations i
 import logging
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 
 from pxe_filter.common import macs
 
@@ -158,12 +159,28 @@ def unknown_allowed(any_served: bool, *, discovery_enabled: bool,
     return (discovery_enabled or any_served) and not deny_unknown_macs
 
 
+#: Values checked per batch by :func:`_all_canonical`: joining 1M MACs at once would make
+#: an 18 MB string (and its translated copy) at the sync's memory peak.
+_CHECK_BATCH = 65536
+
+
 def _all_canonical(values: set) -> bool:
-    """True if every value is a canonical MAC, checked in a few C-level passes.
+    """True if every value is a canonical MAC (and there is one), checked in a few C-level
+    passes per batch.
 
     A conservative shortcut for the common case (Ironic stores canonical MACs); when it says
     False, each value is checked on its own.
     """
+    if not values:
+        return False
+    remaining = iter(values)
+    while batch := list(islice(remaining, _CHECK_BATCH)):
+        if not _batch_canonical(batch):
+            return False
+    return True
+
+
+def _batch_canonical(values: list) -> bool:
     count = len(values)
     try:
         joined = "\n".join(values) + "\n"

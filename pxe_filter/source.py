@@ -6,9 +6,10 @@ the daemon also runs against a database created and owned by Ironic;
 :class:`pxe_filter.memory_source.MemorySource` holds them in memory for tests and tools.
 """
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Protocol
 
 import sqlalchemy as sa
@@ -353,6 +354,13 @@ def _compiled(engine: Engine, query: sa.Select) -> str:
 
 
 def _split_ports(cursor, snap: Snapshot, with_served: bool) -> None:
+    """Sort the port rows into the snapshot's two sets, a chunk at a time.
+
+    Addresses are interned: the driver makes a new string per row and per sync, and the
+    policy held until the next sync, the hostsdir cache and this snapshot would otherwise
+    each keep their own copy of every MAC (~64 MB per copy at 1M ports). A None address is
+    left out (the policy ignores it anyway).
+    """
     inspecting = snap.inspecting
     served = snap.served_ports
     while rows := cursor.fetchmany(_CHUNK):
@@ -363,9 +371,19 @@ def _split_ports(cursor, snap: Snapshot, with_served: bool) -> None:
                         served.setdefault(node_id, []).append((port, address))
             rows = [row[:2] for row in rows]
         if inspecting:
-            snap.on_inspection.update(address for address, node_id in rows
-                                      if node_id in inspecting)
-            snap.others.update(address for address, node_id in rows
-                               if node_id not in inspecting)
+            snap.on_inspection.update(_interned([address for address, node_id in rows
+                                                 if node_id in inspecting]))
+            snap.others.update(_interned([address for address, node_id in rows
+                                          if node_id not in inspecting]))
         else:
-            snap.others.update(address for address, _ in rows)
+            snap.others.update(_interned([address for address, _ in rows]))
+
+
+def _interned(addresses: list[str | None]) -> Iterable[str]:
+    """``addresses`` interned, in C when all are strings (the rule); else one by one:
+    None (which the policy ignores) left out, a non-string passed on for it to reject."""
+    try:
+        return list(map(intern, addresses))
+    except TypeError:
+        return [intern(address) if type(address) is str else address
+                for address in addresses if address is not None]

@@ -252,3 +252,14 @@ def test_served_nodes_after_a_sync_come_from_its_snapshot(engine, hosts):
     assert [(row.provision_state, sorted(a for _, a in row.ports)) for row in from_snapshot] \
         == [("inspect wait", [M1, M2])]
     assert all(port for row in from_snapshot for port, _ in row.ports)
+
+
+def test_port_addresses_are_interned_and_odd_values_passed_on():
+    # One string per MAC whatever the driver hands back; None dropped (the policy ignores
+    # it), a non-string kept for the policy to reject.
+    from pxe_filter.source import _interned  # noqa: PLC0415
+
+    first, second = "".join(["52:54:00:00:00:", "01"]), "".join(["52:54:00:00:00:", "01"])
+    assert first is not second
+    assert _interned([first])[0] is _interned([second])[0]
+    assert _interned([first, None, 5]) == [first, 5]
