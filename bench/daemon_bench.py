@@ -46,7 +46,8 @@ class DaemonResult:
     error: str | None = None
 
 
-def _status(pid: int) -> dict[str, int]:
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM of ``pid``, KiB."""
     result = {}
     with open(f"/proc/{pid}/status") as status:
         for line in status:
@@ -186,18 +187,18 @@ def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3, *,
                                     env={**os.environ, "NOTIFY_SOCKET": notify.path})
         notify.wait_for("READY=1", timeout, proc)
         result.ready_seconds = time.monotonic() - start
-        result.rss_at_ready_kb = _status(proc.pid)["VmHWM"]
+        result.rss_at_ready_kb = proc_status(proc.pid)["VmHWM"]
         for _ in range(steady_syncs):  # periodic syncs, one second apart
             notify.wait_for("STATUS=", timeout, proc)
             result.syncs += 1
-            result.rss_per_sync_kb.append(_status(proc.pid)["VmHWM"])
+            result.rss_per_sync_kb.append(proc_status(proc.pid)["VmHWM"])
         # Periodic sync off (SIGHUP re-reads it), so only broadcasts touch the files now.
         _write_conf(conf_path, db, hostsdir, url, period=0, debug=debug, options=options)
         proc.send_signal(signal.SIGHUP)
         notify.wait_for("STATUS=", timeout, proc)
         result.syncs += 1
-        result.rss_per_sync_kb.append(_status(proc.pid)["VmHWM"])
-        result.rss_after_syncs_kb = _status(proc.pid)["VmHWM"]
+        result.rss_per_sync_kb.append(proc_status(proc.pid)["VmHWM"])
+        result.rss_after_syncs_kb = proc_status(proc.pid)["VmHWM"]
 
         pool = _denied_macs(db, WARM_UP + (broadcasts + 1) // 2)
         ops = [(mac, allow) for mac in pool[WARM_UP:] for allow in (True, False)][:broadcasts]
@@ -206,10 +207,10 @@ def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3, *,
         _time_broadcasts(transport, hostsdir, [(m, True) for m in pool[:WARM_UP]], result,
                          count=False)
         _time_broadcasts(transport, hostsdir, ops, result, count=True)
-        result.rss_after_broadcasts_kb = _status(proc.pid)["VmHWM"]
+        result.rss_after_broadcasts_kb = proc_status(proc.pid)["VmHWM"]
         # The broadcasts start at RELOADING; at 1M ports the re-read outlasts them.
         notify.wait_for("READY=1", timeout, proc)
-        result.rss_after_reload_kb = _status(proc.pid)["VmHWM"]
+        result.rss_after_reload_kb = proc_status(proc.pid)["VmHWM"]
     except Exception as exc:
         result.error = f"{type(exc).__name__}: {exc}; daemon log ends: {_log_tail(log_path)}"
     finally:

@@ -26,6 +26,8 @@ import subprocess
 import tempfile
 import time
 
+from daemon_bench import proc_status
+
 WILDCARD = "unknown_hosts_filter"
 ALLOW_EVERY = 50  # 2% of the MACs allowed, as datagen's nodes on inspection
 POLL = 0.02  # seconds between looks at the log
@@ -55,17 +57,6 @@ def count_files(path: str) -> int:
     """What dnsmasq reads: the entries that are not dotfiles."""
     with os.scandir(path) as entries:
         return sum(1 for entry in entries if not entry.name.startswith("."))
-
-
-def proc_status(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM of ``pid``, KiB."""
-    found = {}
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                found[key] = int(value.split()[0])
-    return found
 
 
 def cpu_seconds(pid: int) -> float:

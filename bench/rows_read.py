@@ -18,8 +18,8 @@ import sqlalchemy as sa
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from pxe_filter import policy  # noqa: E402
-from pxe_filter.source import snapshot_queries  # noqa: E402
+from pxe_filter import policy
+from pxe_filter.source import snapshot_queries
 
 
 def count(conn: sa.Connection, query: sa.Select) -> int:

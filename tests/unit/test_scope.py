@@ -6,7 +6,6 @@ import pytest
 import sqlalchemy as sa
 from oslo_config import cfg
 
-from inspection.db import migration
 from inspection.db.models import Node, Port
 from pxe_filter import conf as filter_conf
 from pxe_filter import policy
@@ -20,21 +19,6 @@ IN1, IN2, OUT1, OUT2, LOOSE = (f"52:54:00:00:aa:0{n}" for n in range(1, 6))
 ALLOW, DENY = "{}\n", "{},ignore\n"
 RACK1 = policy.Scope.from_options(["Rack1"], [])
 RACK1_WILDCARD = policy.Scope.from_options(["rack1"], [], policy.OUT_OF_SCOPE_WILDCARD)
-
-
-@pytest.fixture
-def engine(sqlite_url):
-    engine = create_engine(sqlite_url)
-    migration.upgrade(engine)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def hosts(tmp_path):
-    path = tmp_path / "hosts"
-    path.mkdir()
-    return path
 
 
 def add_node(engine, state, macs, group="", shard=None):

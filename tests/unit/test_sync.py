@@ -9,29 +9,13 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from inspection.db import migration
 from inspection.db.models import Node, Port
-from pxe_filter.common.database import DatabaseError, create_engine
+from pxe_filter.common.database import DatabaseError
 from pxe_filter.hostsdir import RESERVE, WILDCARD
 from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import FilterSync
 
 M1, M2, M3 = "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"
-
-
-@pytest.fixture
-def engine(sqlite_url):
-    engine = create_engine(sqlite_url)
-    migration.upgrade(engine)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def hosts(tmp_path):
-    path = tmp_path / "hosts"
-    path.mkdir()
-    return path
 
 
 def add_node(engine, state, macs, interface="agent"):
