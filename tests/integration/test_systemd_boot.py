@@ -83,6 +83,11 @@ class Host:
             # Test machines keep Python under /root, which ProtectHome=yes hides; a real
             # install's interpreter lives in /usr.
             self.drop_in(FILTER, "python", "[Service]\nProtectHome=read-only\n")
+        if nspawn.ROOT.is_relative_to("/tmp"):
+            # A checkout under /tmp (a CI clone) holds the venv the units run; PrivateTmp=yes
+            # would hide it from them. A real install lives in /usr or /opt.
+            for unit in (FILTER, DNSMASQ):
+                self.drop_in(unit, "tmp", "[Service]\nPrivateTmp=no\n")
         self.write_conf()
         self._render_dnsmasq_conf()
         self.machine = nspawn.Machine(workdir, [
@@ -187,6 +192,9 @@ def test_reload_rereads_the_configuration(host):
 def test_the_watchdog_restarts_a_hung_filter(host):
     machine = host.machine
     before = machine.show(FILTER, "MainPID", "NRestarts")
+    # "kill -STOP 0" would stop the test's own nsenter and hang it: no filter, no signal.
+    assert before["MainPID"] != "0", machine.run(
+        ["journalctl", "--no-pager", "-u", FILTER], check=False).stdout[-2000:]
     machine.run(["kill", "-STOP", before["MainPID"]])
 
     def restarted() -> bool:
