@@ -84,10 +84,10 @@ class Host:
             # install's interpreter lives in /usr.
             self.drop_in(FILTER, "python", "[Service]\nProtectHome=read-only\n")
         if nspawn.ROOT.is_relative_to("/tmp"):
-            # A checkout under /tmp (a CI clone) holds the venv the units run; PrivateTmp=yes
-            # would hide it from them. A real install lives in /usr or /opt.
+            # A checkout under /tmp (a CI clone) holds the venv the units run, which their
+            # private /tmp would hide; a real install lives in /usr or /opt.
             for unit in (FILTER, DNSMASQ):
-                self.drop_in(unit, "tmp", "[Service]\nPrivateTmp=no\n")
+                self.drop_in(unit, "tmp", f"[Service]\nBindReadOnlyPaths={nspawn.ROOT}\n")
         self.write_conf()
         self._render_dnsmasq_conf()
         self.machine = nspawn.Machine(workdir, [
