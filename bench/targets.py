@@ -17,33 +17,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from scale_bench import LoadSampler
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 #: (name, minimum ratio Ironic / ours)
 TARGETS = [("first sync, 50k ports", 4.0), ("steady sync, 50k ports", 40.0),
            ("lookup by MAC, 10k nodes", 10.0), ("rules, 100 x 1,000", 5.0)]
-
-
-class LoadSampler(threading.Thread):
-    """Samples the 1-minute load average every ``period`` seconds until stopped."""
-
-    def __init__(self, period: float = 5.0) -> None:
-        super().__init__(daemon=True)
-        self.period, self.samples = period, []
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        while not self._done.wait(self.period):
-            self.samples.append(os.getloadavg()[0])
-
-    def stop(self) -> list[float]:
-        """Stop sampling; the samples taken."""
-        self._done.set()
-        self.join()
-        return self.samples or [os.getloadavg()[0]]
 
 
 def run_json(argv: list[str], output: str) -> dict:
@@ -83,16 +65,14 @@ def main() -> None:
     args.baseline_python = os.path.abspath(args.baseline_python)
     if not os.path.exists(args.baseline_python):
         sys.exit(f"{args.baseline_python} not found: run bench/setup_baseline.sh first")
-    sampler = LoadSampler()
-    sampler.start()
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="targets-") as workdir:
+    with LoadSampler() as sampler, tempfile.TemporaryDirectory(prefix="targets-") as workdir:
         runs = []
         for index in range(args.runs):
             runs.append(one_run(args, workdir, index))
             print(f"run {index + 1}: " + ", ".join(f"{k} {v:.1f}x" for k, v in runs[-1].items()),
                   flush=True)
-    load = sampler.stop()
+    load = sampler.samples
     rows = []
     print(f"\n{'target':<28} | {'median':>7} | {'spread':>13} | {'goal':>5} | met")
     for name, goal in TARGETS:
