@@ -98,6 +98,10 @@ bmc_opts = [
                  help="Seconds between looks for pending BMC work (a verification, a boot "
                       "for inspection, a power change) and between power state reads while "
                       "a change is applied."),
+    cfg.IntOpt("max_sessions_per_bmc", default=4, min=1,
+               help="Sessions open at once to one BMC address (many nodes may share one, "
+                    "e.g. a chassis manager); nodes beyond it wait for the next look, so "
+                    "a slow or dead BMC holds at most this many of [bmc]max_sessions."),
 ]
 
 inspection_rules_opts = [
@@ -250,6 +254,19 @@ processing_opts = [
 ]
 
 
+#: Ironic's [redfish] hook options, for ``inspect_interface = redfish`` (out-of-band).
+redfish_opts = [
+    cfg.StrOpt("default_inspection_hooks", default="validate-interfaces,ports,architecture",
+               help="Hooks run by default on inventories read from the BMC (out-of-band "
+                    "inspection): they validate the interfaces, create ports and set "
+                    "cpu_arch."),
+    cfg.StrOpt("inspection_hooks", default="$default_inspection_hooks",
+               help="Hooks run on inventories read from the BMC, in order; "
+                    "$default_inspection_hooks expands to the default list. Hooks that "
+                    "need data only the ramdisk sends are skipped with a log line."),
+]
+
+
 def check_processing_opts(conf: cfg.ConfigOpts) -> None:
     """Raise ValueError if the heartbeat timeout leaves no room for a late heartbeat."""
     group = conf.processing
@@ -283,6 +300,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(worker_opts, group="worker")
     conf.register_opts(processing_opts, group="processing")
     conf.register_opts(bmc_opts, group="bmc")
+    conf.register_opts(redfish_opts, group="redfish")
     shared.register_shared_opts(conf)
 
 
@@ -299,5 +317,6 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         ("worker", worker_opts),
         ("processing", processing_opts),
         ("bmc", bmc_opts),
+        ("redfish", redfish_opts),
         ("pxe_filter", [shared.supported_inspect_interfaces_opt]),
     ]

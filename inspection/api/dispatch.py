@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from inspection.db import retry
 from inspection.power.actor import PowerActor
 from inspection.processing import callbacks
+from inspection.processing.out_of_band import OutOfBandInspector
 from inspection.timeouts import TimeoutTask
 from inspection.worker.runner import CallbackRunner
 from pxe_filter.common.database import error_reason
@@ -72,6 +73,7 @@ class InProcessDispatcher:
 
     def __init__(self, service: Any, conf: cfg.ConfigOpts, threads: int = 4) -> None:
         self.engine = service.engine
+        inspector = OutOfBandInspector.from_service(service)  # ConfigError before starting
         self.timeout_task = TimeoutTask.from_conf(self.engine, conf, service.notifier)
         self.timeout_task.start()
         self.runner = CallbackRunner(self.engine, service, conf, threads)
@@ -81,7 +83,7 @@ class InProcessDispatcher:
             self.timeout_task.stop(timeout=10)
             raise
         # BMC work runs where processing runs: here, all-in-one.
-        self.power = PowerActor(self.engine, conf, service.notifier)
+        self.power = PowerActor(self.engine, conf, service.notifier, inspector=inspector)
         self.power.start()
 
     def dispatch(self, node_uuid: str, data: dict[str, Any], stored: int | None = None,

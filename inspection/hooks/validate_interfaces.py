@@ -9,6 +9,9 @@ Writes to plugin_data (the inventory itself is never changed):
   booted, so that no port loses PXE for lack of information);
 - ``valid_interfaces``: the subset that gets ports per ``[inspector]add_ports``;
 - ``macs``: the MACs of ``valid_interfaces``;
+- out-of-band (an inventory read from the BMC: no IP addresses, no PXE interface),
+  ``active`` means the BMC reports the link up (``has_carrier``) and ``pxe`` selects
+  every interface, as Ironic does when the PXE interface is unknown;
 - ``bmc_address`` / ``bmc_v6address``: the inventory's BMC addresses, normalised, when the
   ramdisk reported a usable one (not IPA's ``0.0.0.0`` / ``::/0``) and plugin_data has none
   yet, so that rules (e.g. the built-in discovery example) can read them from plugin_data.
@@ -22,6 +25,7 @@ from inspection.common.untrusted import for_log
 from inspection.hooks import inventory as inv
 from inspection.hooks.base import InspectionHook
 from inspection.hooks.context import InspectionContext
+from inspection.power.tasks import out_of_band
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 LOG = logging.getLogger(__name__)
@@ -91,10 +95,13 @@ def _has_ip(iface: dict) -> tuple[bool, bool]:
     return bool(addresses), any(a.is_loopback for a in addresses)
 
 
-def _no_valid_interface(mode: str, pxe: str | None, all_ifaces: dict[str, dict]) -> str:
+def _no_valid_interface(mode: str, pxe: str | None, all_ifaces: dict[str, dict],
+                        oob: bool = False) -> str:
     """Why ``[inspector]add_ports`` selected no interface, and what to change."""
     names = ", ".join(sorted(all_ifaces))
-    if mode == "pxe" and pxe is not None:
+    if oob:
+        why = f"the BMC reports no link up on any of the interfaces ({names})"
+    elif mode == "pxe" and pxe is not None:
         why = (f"the PXE interface {pxe} (boot.pxe_interface) is not among the usable "
                f"interfaces ({names})")
     elif mode == "pxe":
@@ -120,20 +127,22 @@ class ValidateInterfacesHook(InspectionHook):
         if not all_ifaces:
             raise self.fail("no usable network interface in the inventory (loopback interfaces "
                             "and interfaces without a name or a valid MAC are ignored)")
-        if pxe is None and mode == "pxe":
+        oob = out_of_band(ctx.node)
+        if pxe is None and mode == "pxe" and not oob:
             LOG.warning("Node %s: the inventory does not say which interface PXE booted "
                         "(boot.pxe_interface); [inspector]add_ports=pxe falls back to the "
                         "interfaces with an IP address", ctx.node_ident)
         valid: dict[str, dict] = {}
         for name, iface in all_ifaces.items():
-            has_ip = _has_ip(iface)[0]
+            active = iface.get("has_carrier") is True if oob else _has_ip(iface)[0]
             if mode == "pxe" and pxe is not None and iface["mac_address"] != pxe:
                 continue
-            if (mode == "active" or (mode == "pxe" and pxe is None)) and not has_ip:
+            if (mode == "active" or (mode == "pxe" and pxe is None and not oob)) \
+                    and not active:
                 continue
             valid[name] = dict(iface)
         if not valid:
-            raise self.fail(_no_valid_interface(mode, pxe, all_ifaces))
+            raise self.fail(_no_valid_interface(mode, pxe, all_ifaces, oob))
         ctx.plugin_data["all_interfaces"] = all_ifaces
         ctx.plugin_data["valid_interfaces"] = valid
         ctx.plugin_data["macs"] = [iface["mac_address"] for iface in valid.values()]

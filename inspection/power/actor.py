@@ -2,15 +2,20 @@
 the API all-in-one, as processing does.
 
 A scheduler thread looks for due work every ``[bmc]poll_interval`` seconds (or when woken)
-and hands each node to a thread of a pool of ``[bmc]max_sessions``. Each step holds the
-node's reservation, so two processes never drive one BMC at once, and is short: one
-verification, one boot request, one power request or one power state read. A power change
-is then confirmed by later reads, without holding a session while the machine obeys.
+and hands each node to a thread of a pool of ``[bmc]max_sessions``, at most
+``[bmc]max_sessions_per_bmc`` per BMC address (so a slow or dead BMC never takes the whole
+pool). Each step holds the node's reservation, so two processes never drive one BMC at
+once, and is short: one verification, one boot request, one power request, one power state
+read, or one out-of-band inspection (the inventory read, then processed by the injected
+``inspector``). A power change is then confirmed by later reads, without holding a session
+while the machine obeys.
 """
 
 import logging
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import sqlalchemy as sa
@@ -27,10 +32,15 @@ from inspection.inspect_control import fail_inspection
 from inspection.power import drivers, tasks
 from inspection.power.errors import BmcError
 from inspection.power.pool import SessionPool, Stopping
+from inspection.power.redfish_inventory import Reading
 from pxe_filter.broadcast import FilterNotifier, NodePorts
 from pxe_filter.common.database import error_reason
 
 LOG = logging.getLogger(__name__)
+
+#: Processes an inventory read from the BMC (out-of-band inspection) in the step's session:
+#: the node ends ``manageable`` or ``inspect failed``; returns its ports for the filters.
+OutOfBandInspector = Callable[[Session, Node, Reading], NodePorts | None]
 
 
 def _candidates():
@@ -44,7 +54,8 @@ class PowerActor:
     """Does pending BMC work of nodes; ``wake()`` after recording some."""
 
     def __init__(self, engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier,
-                 pool: SessionPool | None = None) -> None:
+                 pool: SessionPool | None = None,
+                 inspector: OutOfBandInspector | None = None) -> None:
         self.engine, self.conf, self.notifier = engine, conf, notifier
         self.host = conf.host
         self.pool = pool or SessionPool(conf)
@@ -52,7 +63,10 @@ class PowerActor:
         self.change_timeout = conf.bmc.power_state_change_timeout
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self._executor = ThreadPoolExecutor(self.pool.size, thread_name_prefix="bmc")
-        self._busy: set[int] = set()
+        self.inspector = inspector
+        self.per_bmc = conf.bmc.max_sessions_per_bmc
+        self._busy: dict[int, str] = {}  # node id -> its BMC (drivers.bmc_key)
+        self._bmc_busy: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -93,13 +107,17 @@ class PowerActor:
         """Hand every node with due work to the pool; returns how many."""
         now = time.time()
         with session_scope(self.sessions) as session:
-            due = [n.id for n in session.scalars(_candidates()) if tasks.due(n, now)]
+            due = [(n.id, drivers.bmc_key(n.driver, n.driver_info))
+                   for n in session.scalars(_candidates()) if tasks.due(n, now)]
         started = 0
-        for node_id in due:
+        for node_id, bmc in due:
             with self._lock:
                 if node_id in self._busy or self._stop.is_set():
                     continue
-                self._busy.add(node_id)
+                if self._bmc_busy[bmc] >= self.per_bmc:
+                    continue  # its BMC is busy enough: the next look takes it
+                self._busy[node_id] = bmc
+                self._bmc_busy[bmc] += 1
             self._executor.submit(self._run, node_id)
             started += 1
         return started
@@ -120,7 +138,10 @@ class PowerActor:
                           node_id)
         finally:
             with self._lock:
-                self._busy.discard(node_id)
+                bmc = self._busy.pop(node_id)
+                self._bmc_busy[bmc] -= 1
+                if not self._bmc_busy[bmc]:
+                    del self._bmc_busy[bmc]
         self.wake()  # a step may leave more work (a power change to confirm soon)
 
     def step(self, node_id: int) -> None:
@@ -136,6 +157,8 @@ class PowerActor:
                 self._verify(node)
             elif action == tasks.BOOT:
                 ports = self._boot(session, node)
+            elif action == tasks.INSPECT:
+                ports = self._inspect(session, node)
             else:
                 self._power(node)
         if ports is not None:
@@ -189,6 +212,21 @@ class PowerActor:
         tasks.sent(node, action, self.change_timeout, self.interval)
         LOG.info("Node %s boots from %s for inspection (%s)", node.uuid, device, action)
         return None
+
+    def _inspect(self, session: Session, node: Node) -> NodePorts | None:
+        """Out-of-band inspection: read the inventory (GET requests only), then process it."""
+        try:
+            reading = self._bmc(node, lambda c: c.inventory(), "Reading the inventory")
+        except BmcError as exc:
+            tasks.step_done(node)
+            LOG.warning("Out-of-band inspection of node %s failed: %s", node.uuid, exc)
+            return fail_inspection(session, node, f"Failed to read the inventory of node "
+                                                  f"{node.uuid} from its BMC: {exc}")
+        if self.inspector is None:
+            tasks.step_done(node)
+            return fail_inspection(session, node, "Out-of-band inspection is not available "
+                                                  "in this process")
+        return self.inspector(session, node, reading)
 
     def _power(self, node: Node) -> None:
         task = tasks.pending(node)

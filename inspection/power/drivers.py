@@ -7,6 +7,7 @@ driver_info names the BMC's address; every other node (``fake-hardware``,
 
 from collections.abc import Mapping
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from inspection.common.capabilities import parse_capabilities
 from inspection.power.errors import BmcError
@@ -49,6 +50,21 @@ def manages_boot(driver: str | None, driver_info: Mapping | None) -> bool:
     """Whether this service drives the node's BMC (power, boot device)."""
     keys = REQUIRED.get(driver or "")
     return bool(keys) and bool((driver_info or {}).get(keys[0]))
+
+
+def bmc_key(driver: str | None, driver_info: Mapping | None) -> str:
+    """What identifies the BMC a node's sessions go to (for per-BMC limits): its address,
+    with the port where one is set."""
+    keys = REQUIRED.get(driver or "")
+    info = driver_info or {}
+    address = str(info.get(keys[0]) or "") if keys else ""
+    if driver == "redfish":
+        url = address if "://" in address else f"https://{address}"
+        try:
+            return f"redfish:{urlsplit(url).netloc.lower()}"
+        except ValueError:
+            return f"redfish:{address}"
+    return f"{driver}:{address}:{info.get('ipmi_port') or ''}"
 
 
 def missing_info(driver: str | None, driver_info: Mapping | None) -> list[str]:

@@ -17,6 +17,7 @@ from sushy import exceptions as sushy_exc
 
 from inspection.power import drivers
 from inspection.power.errors import BmcError
+from inspection.power.redfish_inventory import MissingResource, Reading, read_inventory
 
 _TARGETS = {
     drivers.POWER_ON: sushy.RESET_ON,
@@ -114,6 +115,25 @@ class RedfishClient:
         """Boot once from the network device, in ``boot_mode`` if the node names one."""
         self._call(self.system.set_system_boot_options, _DEVICES[device],
                    enabled=sushy.BOOT_SOURCE_ENABLED_ONCE, mode=_MODES.get(boot_mode or ""))
+
+    def inventory(self) -> Reading:
+        """Read the system's hardware (GET requests only); :class:`BmcError` names what
+        failed. A linked resource the BMC does not serve leaves its part absent."""
+        return read_inventory(self._get_json, dict(self.system.json or {}), self.address)
+
+    def _get_json(self, path: str) -> dict:
+        try:
+            return self.system._conn.get(path=path).json()
+        except sushy_exc.HTTPError as exc:
+            # 404, or 501 Not Implemented: what many BMCs answer for a feature they lack.
+            if exc.status_code in (404, 501):
+                raise MissingResource(path) from None
+            raise translate(exc, self.address) from None
+        except ValueError:
+            raise BmcError(f"Redfish BMC {self.address} answered {path[:200]} with no valid "
+                           f"JSON", retryable=False, kind="invalid") from None
+        except Exception as exc:
+            raise translate(exc, self.address) from None
 
     def close(self) -> None:
         """Close the HTTP connections."""

@@ -2,7 +2,9 @@
 and a crash loses nothing.
 
 ``driver_internal_info['bmc_task']`` holds the action: ``verify`` (node in ``verifying``:
-read the power state), ``boot`` (node in ``inspecting``: boot from the network) or a power
+read the power state), ``boot`` (node in ``inspecting``: boot from the network),
+``inspect`` (node in ``inspecting`` with ``inspect_interface = redfish``: read the
+inventory from the BMC, out-of-band, without powering anything) or a power
 change (with ``target_power_state``; once the BMC accepted it, until when the change may
 take). Only nodes with such a task are touched: a database shared with Ironic has nodes in
 the same states that Ironic's conductors drive.
@@ -14,6 +16,7 @@ from typing import Any
 from oslo_config import cfg
 
 from inspection.db.models import Node
+from inspection.errors import BadRequest
 from inspection.power import drivers
 
 #: driver_internal_info keys: Ironic's flag that it manages the node's boot, whether to
@@ -22,8 +25,10 @@ MANAGED_KEY = "inspector_manage_boot"
 POWER_OFF_KEY = "inspection_power_off"
 TASK_KEY = "bmc_task"
 #: Tasks that go with a provision state rather than a power change.
-VERIFY, BOOT = "verify", "boot"
-_STEP_STATES = {VERIFY: "verifying", BOOT: "inspecting"}
+VERIFY, BOOT, INSPECT = "verify", "boot", "inspect"
+_STEP_STATES = {VERIFY: "verifying", BOOT: "inspecting", INSPECT: "inspecting"}
+#: Inspect interfaces that read the hardware from the BMC instead of booting a ramdisk.
+OUT_OF_BAND = ("redfish",)
 
 
 def manages_boot(node: Node) -> bool:
@@ -41,8 +46,26 @@ def _set_info(node: Node, **changes: Any) -> None:
     node.driver_internal_info = info
 
 
+def out_of_band(node: Node) -> bool:
+    """Whether ``node`` is inspected from its BMC (``inspect_interface = redfish``)."""
+    return node.inspect_interface in OUT_OF_BAND
+
+
 def start_inspection(node: Node, conf: cfg.ConfigOpts) -> bool:
-    """Mark a node whose boot is managed (before ``inspecting``); False if it is not."""
+    """Mark a node whose boot is managed, or that is inspected out-of-band (before
+    ``inspecting``); False if neither."""
+    if out_of_band(node):
+        missing = drivers.missing_info(node.driver, node.driver_info)
+        if node.driver != "redfish" or missing:
+            raise BadRequest(
+                f"Node {node.uuid} cannot be inspected out-of-band: inspect_interface "
+                f"{node.inspect_interface} needs the redfish hardware type with "
+                f"redfish_address in driver_info (driver {node.driver!r}"
+                f"{', lacking ' + ', '.join(missing) if missing else ''})")
+        # Nothing is powered or booted, so nothing is powered off at the end.
+        _set_info(node, **{MANAGED_KEY: None, POWER_OFF_KEY: None,
+                           TASK_KEY: {"action": INSPECT}})
+        return True
     if not manages_boot(node):
         _set_info(node, **{MANAGED_KEY: None, POWER_OFF_KEY: None})
         return False

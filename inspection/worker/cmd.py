@@ -70,6 +70,7 @@ class Worker:
         self.metrics_server = None
         self.runner = None
         self.power = None
+        self.inspector = None  # the out-of-band inspector, built with the service
 
     def start(self) -> str | int:
         """Connect, load the pipeline, start processing stored callbacks (after clearing this
@@ -124,7 +125,8 @@ class Worker:
             raise ServiceError(str(exc)) from None
         self.runner = runner
         # BMC work (verifications, boots, power changes) runs where processing runs.
-        self.power = PowerActor(self.engine, self.conf, service.notifier)
+        self.power = PowerActor(self.engine, self.conf, service.notifier,
+                                inspector=self.inspector)
         self.power.start()
         endpoint = rpc.WorkerEndpoint(
             self._wake, lambda node_uuid, data: callbacks.store(self.engine, node_uuid,
@@ -200,10 +202,13 @@ class Worker:
                                f"{opts.prometheus_port}: {exc.strerror or exc}", 2) from None
 
     def _load_service(self):
+        from inspection.processing.out_of_band import OutOfBandInspector  # noqa: PLC0415
         from inspection.processing.service import InspectionService  # noqa: PLC0415
 
         try:
-            return InspectionService.from_conf(self.conf, engine=self.engine)
+            service = InspectionService.from_conf(self.conf, engine=self.engine)
+            self.inspector = OutOfBandInspector.from_service(service)
+            return service
         except config.ConfigError as exc:
             raise ServiceError(str(exc), 2) from None
         except DatabaseError as exc:

@@ -3,6 +3,7 @@ a venv of its own), the pyghmi IPMI BMC of :mod:`tests.support.ipmi_bmc`, and BM
 never answer or refuse connections."""
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -37,11 +38,15 @@ def _wait(check, timeout: float, what: str, log: Path) -> None:
 
 class SushyEmulator:
     """``sushy-emulator --fake`` with ``count`` powered-off systems, HTTP basic auth, and
-    its state in a directory of its own (the fake systems keep state between runs)."""
+    its state in a directory of its own (the fake systems keep state between runs).
+    ``nics``: Ethernet interfaces per system (MACs from :meth:`macs`); ``drives``: Redfish
+    Drive documents every system shows in a Storage resource ``1`` (none: no storage)."""
 
     def __init__(self, workdir: Path, count: int = 1, user: str = "admin",
-                 password: str = "redfish-pw") -> None:
+                 password: str = "redfish-pw", *, nics: int = 0,
+                 drives: list[dict] | None = None) -> None:
         self.workdir, self.user, self.password = workdir, user, password
+        self.nics, self.drives = nics, drives
         self.systems = [str(uuid.uuid4()) for _ in range(count)]
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -55,12 +60,22 @@ class SushyEmulator:
         auth.write_text(f"{self.user}:"
                         f"{bcrypt.hashpw(self.password.encode(), bcrypt.gensalt(4)).decode()}\n")
         systems = [{"uuid": ident, "name": f"fake-{i}", "power_state": "Off",
-                    "external_notifier": False, "nics": []}
+                    "external_notifier": False, "nics": [{"mac": m} for m in self.macs(i)]}
                    for i, ident in enumerate(self.systems)]
         config = self.workdir / "emulator.conf"
         config.write_text(f"SUSHY_EMULATOR_FAKE_SYSTEMS = {systems!r}\n"
                           f"SUSHY_EMULATOR_STATE_DIR = {str(self.workdir / 'state')!r}\n"
                           f"SUSHY_EMULATOR_AUTH_FILE = {str(auth)!r}\n")
+        if self.drives is not None:
+            storage = {ident: [{"Id": "1", "Name": "Local Storage Controller",
+                                "Drives": [d["Id"] for d in self.drives]}]
+                       for ident in self.systems}
+            drives = {(ident, "1"): self.drives for ident in self.systems}
+            volumes: dict = {(ident, "1"): [] for ident in self.systems}
+            with config.open("a") as out:
+                out.write(f"SUSHY_EMULATOR_STORAGE = {storage!r}\n"
+                          f"SUSHY_EMULATOR_DRIVES = {drives!r}\n"
+                          f"SUSHY_EMULATOR_VOLUMES = {volumes!r}\n")
         self.log = self.workdir / "emulator.log"
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
@@ -77,6 +92,11 @@ class SushyEmulator:
             return requests.get(f"{self.url}/redfish/v1/", timeout=1).ok
         except requests.RequestException:
             return False
+
+    def macs(self, index: int) -> list[str]:
+        """The MACs of system ``index``'s interfaces (unique within this emulator)."""
+        return [f"52:54:{self.port >> 8 & 255:02x}:{self.port & 255:02x}:{index:02x}:{n:02x}"
+                for n in range(self.nics)]
 
     def driver_info(self, index: int = 0, **changes: object) -> dict:
         """Ironic's driver_info of system ``index`` (``changes`` override keys)."""
@@ -99,6 +119,52 @@ class SushyEmulator:
     def boot_target(self, index: int = 0) -> str:
         """The boot source override target (``Pxe``, ``UefiHttp``, ``None``...)."""
         return self.system(index)["Boot"]["BootSourceOverrideTarget"]
+
+    def stop(self) -> None:
+        """Stop it (only the process this object started)."""
+        terminate(self.proc)
+
+
+class SushyStatic:
+    """``sushy-static`` serving a mockup directory (no authentication); it answers every
+    POST and PATCH with 204 and logs each request line, which :meth:`requests` reads."""
+
+    def __init__(self, workdir: Path, mockup: Path) -> None:
+        self.workdir, self.mockup = workdir, mockup
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "SushyStatic":
+        """Start it and wait until it answers."""
+        bindir = venvs.ensure_venv("sushy-tools", venvs.SUSHY_TOOLS)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log = self.workdir / "static.log"
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [str(bindir / "sushy-static"), "--mockup-files", str(self.mockup),
+                 "-i", "127.0.0.1", "-p", str(self.port)], stdout=out,
+                stderr=subprocess.STDOUT)
+        _wait(self._answers, 30, "sushy-static", self.log)
+        return self
+
+    def _answers(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"sushy-static exited:\n{self.log.read_text()[-3000:]}")
+        try:
+            return requests.get(f"{self.url}/redfish/v1/", timeout=1).ok
+        except requests.RequestException:
+            return False
+
+    def requests(self) -> list[tuple[str, str]]:
+        """(method, path) of every request served so far."""
+        found = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            # werkzeug colours some lines: the method may follow an escape sequence.
+            match = re.search(r"\b(GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS) (/\S*) HTTP/", line)
+            if match:
+                found.append((match.group(1), match.group(2)))
+        return found
 
     def stop(self) -> None:
         """Stop it (only the process this object started)."""
