@@ -49,7 +49,7 @@ def _waiting(node: Node) -> bool:
     # drive theirs.
     if node.provision_state == INSPECTING:
         task = power_tasks.pending(node)
-        return task is not None and task["action"] == power_tasks.BOOT
+        return task is not None and task["action"] in (power_tasks.BOOT, power_tasks.INSPECT)
     return node.provision_state == INSPECT_WAIT
 
 
