@@ -17,7 +17,8 @@ from sushy import exceptions as sushy_exc
 
 from inspection.power import drivers
 from inspection.power.errors import BmcError
-from inspection.power.redfish_inventory import MissingResource, Reading, read_inventory
+from inspection.power.redfish_inventory import Reading, read_inventory
+from inspection.power.redfish_resources import MissingResource
 
 _TARGETS = {
     drivers.POWER_ON: sushy.RESET_ON,

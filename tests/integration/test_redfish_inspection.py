@@ -13,7 +13,7 @@ import requests
 import sqlalchemy as sa
 
 from inspection.db.models import Node
-from inspection.power.redfish_inventory import GIB
+from inspection.power.redfish_devices import GIB
 from pxe_filter.policy import pxe_allowed
 from tests.integration.test_power import node, provision, wait_for, wait_state
 from tests.support.bmcs import SilentBmc, SushyEmulator, SushyStatic, free_port

@@ -7,7 +7,9 @@ mapping against real Redfish servers is in tests/integration/test_redfish_inspec
 
 import pytest
 
-from inspection.power.redfish_inventory import GIB, MAX_MEMBERS, MissingResource, read_inventory
+from inspection.power.redfish_devices import GIB
+from inspection.power.redfish_inventory import read_inventory
+from inspection.power.redfish_resources import MAX_MEMBERS, MissingResource
 
 SYS = "/redfish/v1/Systems/1"
 
@@ -122,3 +124,9 @@ def test_storage_volumes_win_over_drives_and_the_smaller_of_storage_and_simple()
     assert reading.local_gb == 29
     # Disks come from Storage when the BMC has it (as Ironic).
     assert reading.inventory["disks"] == [{"name": "A", "size": 50 * GIB}]
+
+
+def test_text_from_the_bmc_is_bounded():
+    system = {"Model": "x" * 100_000, "SerialNumber": " SN1 "}
+    vendor = read_inventory(reader({}), system, "https://bmc").inventory["system_vendor"]
+    assert vendor == {"product_name": "x" * 1024, "serial_number": "SN1"}
