@@ -49,8 +49,10 @@ def validate(node_ident: str) -> Response:
     with c.session() as session:
         node = find_node(session, node_ident)
         bmc = _bmc_validation(node)
+        problem = power_tasks.out_of_band_problem(node) if power_tasks.out_of_band(node) \
+            else None
         served = {"power": bmc, "management": bmc,
-                  "inspect": {"result": True, "reason": None}}
+                  "inspect": {"result": not problem, "reason": problem}}
     return jsonify({name: served.get(name, _NOT_SERVED) for name in _INTERFACES})
 
 

@@ -51,17 +51,23 @@ def out_of_band(node: Node) -> bool:
     return node.inspect_interface in OUT_OF_BAND
 
 
+def out_of_band_problem(node: Node) -> str | None:
+    """Why ``node`` cannot be inspected out-of-band (None: it can)."""
+    missing = drivers.missing_info(node.driver, node.driver_info)
+    if node.driver == "redfish" and not missing:
+        return None
+    return (f"inspect_interface {node.inspect_interface} needs the redfish hardware type with "
+            f"redfish_address in driver_info (driver {node.driver!r}"
+            f"{', lacking ' + ', '.join(missing) if missing else ''})")
+
+
 def start_inspection(node: Node, conf: cfg.ConfigOpts) -> bool:
     """Mark a node whose boot is managed, or that is inspected out-of-band (before
     ``inspecting``); False if neither."""
     if out_of_band(node):
-        missing = drivers.missing_info(node.driver, node.driver_info)
-        if node.driver != "redfish" or missing:
-            raise BadRequest(
-                f"Node {node.uuid} cannot be inspected out-of-band: inspect_interface "
-                f"{node.inspect_interface} needs the redfish hardware type with "
-                f"redfish_address in driver_info (driver {node.driver!r}"
-                f"{', lacking ' + ', '.join(missing) if missing else ''})")
+        problem = out_of_band_problem(node)
+        if problem:
+            raise BadRequest(f"Node {node.uuid} cannot be inspected out-of-band: {problem}")
         # Nothing is powered or booted, so nothing is powered off at the end.
         _set_info(node, **{MANAGED_KEY: None, POWER_OFF_KEY: None,
                            TASK_KEY: {"action": INSPECT}})
