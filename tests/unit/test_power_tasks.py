@@ -6,6 +6,7 @@ import time
 import pytest
 
 from inspection.db.models import Node
+from inspection.errors import BadRequest
 from inspection.power import drivers, tasks
 from inspection.power.errors import BmcError
 from inspection.power.ipmi import _port
@@ -61,6 +62,39 @@ def test_end_of_inspection_powers_off_what_was_booted(tmp_path, power_off, disab
     assert (tasks.pending(node) or {}).get("action") == expected
     assert node.target_power_state == (drivers.END_STATE[expected] if expected else None)
     assert tasks.MANAGED_KEY not in node.driver_internal_info
+
+
+def test_out_of_band_inspection_reads_and_never_powers(tmp_path):
+    conf = make_conf(tmp_path, inspector={"power_off": "true"})
+    node = _node(provision_state="manageable", inspect_interface="redfish")
+    assert tasks.start_inspection(node, conf) is True
+    node.provision_state = "inspecting"
+    assert tasks.pending(node) == {"action": "inspect"}
+    assert tasks.due(node)
+    tasks.step_done(node)
+    tasks.end_inspection(node)
+    assert tasks.pending(node) is None and node.target_power_state is None
+
+
+@pytest.mark.parametrize(("driver", "info", "lacking"), [
+    ("ipmi", {"ipmi_address": "10.0.0.1"}, "driver 'ipmi'"),
+    ("redfish", {"redfish_username": "admin"}, "lacking redfish_address"),
+    ("fake-hardware", {}, "driver 'fake-hardware'")])
+def test_out_of_band_inspection_needs_a_redfish_bmc(tmp_path, driver, info, lacking):
+    node = _node(driver=driver, driver_info=info, provision_state="manageable",
+                 inspect_interface="redfish")
+    with pytest.raises(BadRequest, match=lacking):
+        tasks.start_inspection(node, make_conf(tmp_path))
+    assert tasks.pending(node) is None
+
+
+@pytest.mark.parametrize(("driver", "info", "key"), [
+    ("redfish", {"redfish_address": "https://BMC.example.com:8443/redfish"},
+     "redfish:bmc.example.com:8443"),
+    ("redfish", {"redfish_address": "10.0.0.1"}, "redfish:10.0.0.1"),
+    ("ipmi", {"ipmi_address": "10.0.0.1", "ipmi_port": 6230}, "ipmi:10.0.0.1:6230")])
+def test_nodes_sharing_a_bmc_share_its_key(driver, info, key):
+    assert drivers.bmc_key(driver, info) == key
 
 
 def test_unmanaged_inspections_never_power_off(tmp_path):

@@ -188,3 +188,32 @@ def test_client_id_goes_to_port_extra(session, tmp_path):
     ports = stored_ports(session, ctx.node)
     assert ports["e8:eb:d3:4f:90:2a"].extra == {"client-id": client_id}
     assert ports["e8:eb:d3:4f:90:2b"].extra == {}
+
+
+@pytest.mark.parametrize(("add_ports", "ports"), [
+    ("all", {"aa:00:00:00:00:01", "aa:00:00:00:00:02", "aa:00:00:00:00:03"}),
+    ("pxe", {"aa:00:00:00:00:01", "aa:00:00:00:00:02", "aa:00:00:00:00:03"}),
+    ("active", {"aa:00:00:00:00:01"}),
+])
+def test_out_of_band_add_ports_without_ips(session, tmp_path, add_ports, ports):
+    """An inventory read from a BMC has no IP and no PXE interface: ``pxe`` is every
+    interface, ``active`` those whose link the BMC reports up."""
+    conf = make_conf(tmp_path, add_ports=add_ports)
+    node = make_node(session, inspect_interface="redfish")
+    ctx = make_ctx(session, conf, {"inventory": {"interfaces": [
+        {"name": "1", "mac_address": "aa:00:00:00:00:01", "has_carrier": True},
+        {"name": "2", "mac_address": "aa:00:00:00:00:02", "has_carrier": False},
+        {"name": "3", "mac_address": "aa:00:00:00:00:03"}]}}, node=node)
+    run(ctx, ["validate-interfaces", "ports"])
+    created = stored_ports(session, ctx.node)
+    assert set(created) == ports
+    assert all(port.pxe_enabled for port in created.values())
+
+
+def test_out_of_band_active_without_a_link_says_so(session, tmp_path):
+    conf = make_conf(tmp_path, add_ports="active")
+    node = make_node(session, inspect_interface="redfish")
+    ctx = make_ctx(session, conf, {"inventory": {"interfaces": [
+        {"name": "1", "mac_address": "aa:00:00:00:00:01", "has_carrier": False}]}}, node=node)
+    with pytest.raises(InvalidInventoryError, match="the BMC reports no link up"):
+        run(ctx, ["validate-interfaces"])
