@@ -215,6 +215,13 @@ class PowerActor:
 
     def _inspect(self, session: Session, node: Node) -> NodePorts | None:
         """Out-of-band inspection: read the inventory (GET requests only), then process it."""
+        # The node may have been edited since inspect was accepted.
+        problem = "it is not available in this process" if self.inspector is None \
+            else tasks.out_of_band_problem(node)
+        if problem:
+            tasks.step_done(node)
+            return fail_inspection(session, node, f"Node {node.uuid} cannot be inspected "
+                                                  f"out-of-band: {problem}")
         try:
             reading = self._bmc(node, lambda c: c.inventory(), "Reading the inventory")
         except BmcError as exc:
@@ -222,10 +229,6 @@ class PowerActor:
             LOG.warning("Out-of-band inspection of node %s failed: %s", node.uuid, exc)
             return fail_inspection(session, node, f"Failed to read the inventory of node "
                                                   f"{node.uuid} from its BMC: {exc}")
-        if self.inspector is None:
-            tasks.step_done(node)
-            return fail_inspection(session, node, "Out-of-band inspection is not available "
-                                                  "in this process")
         return self.inspector(session, node, reading)
 
     def _power(self, node: Node) -> None:
