@@ -48,6 +48,17 @@ def test_overdue_node_fails_with_a_clear_error(db_engine, tmp_path):
     assert fail_timed_out(db_engine, conf_with(tmp_path, 1800), NO_BUS) == []
 
 
+def test_an_out_of_band_read_nobody_did_times_out_but_not_ironics_nodes(db_engine, tmp_path):
+    ours = waiting_since(db_engine, 2000, state="inspecting", driver="redfish",
+                         inspect_interface="redfish",
+                         driver_internal_info={"bmc_task": {"action": "inspect"}})
+    ironics = waiting_since(db_engine, 2000, state="inspecting", driver="redfish",
+                            inspect_interface="redfish")
+    assert fail_timed_out(db_engine, conf_with(tmp_path, 1800), NO_BUS) == [ours["uuid"]]
+    assert node_row(db_engine, ours["id"]).provision_state == "inspect failed"
+    assert node_row(db_engine, ironics["id"]).provision_state == "inspecting"
+
+
 def test_zero_disables_the_timeout(db_engine, tmp_path):
     node = waiting_since(db_engine, 10**6)
     assert fail_timed_out(db_engine, conf_with(tmp_path, 0), NO_BUS) == []
