@@ -348,3 +348,48 @@ def test_many_nodes_bounded_per_bmc_and_a_dead_bmc_blocks_nobody(make_api, emula
         assert emulator.power(4) == "Off"
     finally:
         dead.close()
+
+
+def test_split_mode_the_worker_inspects_out_of_band(tmp_path, static_bmc, sqlite_url):
+    """API and worker as real processes on a message bus: the worker's BMC actor reads and
+    processes; the API only records the work."""
+    from inspection.db import migration  # noqa: PLC0415
+    from pxe_filter.common.database import create_engine  # noqa: PLC0415
+    from tests.support import services  # noqa: PLC0415
+    from tests.support.services_procs import start_api, start_worker  # noqa: PLC0415
+
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(Node).values(
+            uuid="0b0b0b0b-0000-4000-8000-000000000001", name="split", driver="redfish",
+            inspect_interface="redfish", provision_state="manageable",
+            driver_info={"redfish_address": static_bmc.url, "redfish_system_id": SYSTEM},
+            driver_internal_info={}, properties={}, extra={}))
+    engine.dispose()
+    vhost = services.create_vhost()
+    conf = {"redfish": {"inspection_hooks": "validate-interfaces,ports,architecture"},
+            "bmc": {"poll_interval": 0.5}}
+    worker = start_worker(tmp_path, sqlite_url, vhost, conf)
+    api = start_api(tmp_path, sqlite_url, vhost, conf)
+    try:
+        worker.wait_ready()
+        api.wait_ready()
+        resp = requests.put(f"{api.url}/v1/nodes/split/states/provision",
+                            json={"target": "inspect"}, timeout=10)
+        assert resp.status_code == 202, resp.text
+
+        def done():
+            shown = requests.get(f"{api.url}/v1/nodes/split", timeout=10).json()
+            return shown if shown["provision_state"] != "inspecting" else None
+        deadline = time.monotonic() + 30
+        while not (shown := done()):
+            assert time.monotonic() < deadline, "the worker did not inspect the node"
+            time.sleep(0.2)
+        assert shown["provision_state"] == "manageable", shown["last_error"]
+        assert shown["properties"]["cpu_arch"] == "x86_64"
+        assert shown["properties"]["local_gb"] == 99
+    finally:
+        codes = [api.stop(), worker.stop()]
+        services.delete_vhost(vhost)
+    assert codes == [0, 0], worker.log_text()
