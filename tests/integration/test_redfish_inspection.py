@@ -309,7 +309,7 @@ def test_many_nodes_bounded_per_bmc_and_a_dead_bmc_blocks_nobody(make_api, emula
     dead = SilentBmc()
     try:
         api = make_api(redfish={"inspection_hooks": "validate-interfaces,ports"},
-                       bmc={"max_sessions_per_bmc": 2, "call_timeout": 3, "call_retries": 0})
+                       bmc={"max_sessions_per_bmc": 2, "call_timeout": 4, "call_retries": 0})
         names = [f"many-{i}" for i in range(4, 12)]
         for i, name in enumerate(names, start=4):
             enroll_redfish(api, name, emulator.driver_info(i))
@@ -340,7 +340,7 @@ def test_many_nodes_bounded_per_bmc_and_a_dead_bmc_blocks_nobody(make_api, emula
         # The emulator's nodes finished while the dead BMC's are still being waited for
         # (it holds at most 2 sessions, each up to call_timeout).
         assert node(api, "hung-2")["provision_state"] == "inspecting"
-        assert healthy_done < 3 * 3
+        assert healthy_done < 2 * 4  # the third hung read ends after two call_timeouts
         assert pool.most_open <= 4  # 2 per BMC, two BMCs
         for i in range(3):
             shown = wait_state(api, f"hung-{i}", "inspect failed", timeout=30)
