@@ -10,7 +10,8 @@ import requests
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
 from tests.clients.runners import Baremetal, Server, wait_for
-from tests.support.bmcs import IpmiBmc, SushyEmulator
+from tests.integration.test_redfish_inspection import EXPECTED_INVENTORY, MOCKUP, SYSTEM
+from tests.support.bmcs import IpmiBmc, SushyEmulator, SushyStatic
 from tests.support.callbacks import callback_body, machine_macs
 from tests.support.services_procs import start_api, start_worker
 
@@ -101,6 +102,37 @@ def test_redfish_node_boots_from_network_and_ends_off(bm, split, emulator):
     assert emulator.boot_target() == "Pxe"
     assert emulator.power() == "Off"
 
+
+
+def test_out_of_band_inspection_with_the_client(bm, tmp_path):
+    """``--inspect-interface redfish``: the worker reads a realistic mockup, nothing boots."""
+    static = SushyStatic(tmp_path / "static", MOCKUP).start()
+    try:
+        bm.ok("node", "create", "--driver", "redfish", "--name", "oob",
+              "--inspect-interface", "redfish",
+              *driver_info_args({"redfish_address": static.url,
+                                 "redfish_system_id": SYSTEM}))
+        bm.ok("node", "manage", "oob")
+        settled(bm, "oob", "manageable", "power on")  # the mockup's machine runs its OS
+        bm.ok("node", "inspect", "oob")
+
+        def inspected():
+            node = show(bm, "oob")
+            return node if node["provision_state"] != "inspecting" else None
+        node = wait_for(inspected, 40, "oob inspected")
+        assert node["provision_state"] == "manageable", node["last_error"]
+        shown = bm.json("node", "show", "oob", "--fields", "properties")
+        assert {k: shown["properties"][k] for k in ("memory_mb", "local_gb", "cpu_arch")} \
+            == {"memory_mb": 98304, "local_gb": 99, "cpu_arch": "x86_64"}
+        ports = {p["address"] for p in bm.json("port", "list", "--node", "oob",
+                                                 "--fields", "address")}
+        assert ports == {"12:44:6a:3b:04:11", "12:44:6a:3b:04:12"}
+        stored = bm.server.http("GET", "/v1/nodes/oob/inventory",
+                                headers={"X-OpenStack-Ironic-API-Version": "1.81"})
+        assert stored.json()["inventory"] == EXPECTED_INVENTORY
+        assert {method for method, _ in static.requests()} == {"GET"}
+    finally:
+        static.stop()
 
 
 def test_ipmi_node_boots_from_network_and_ends_off(bm, split, ipmi_bmc):
