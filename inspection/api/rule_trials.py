@@ -106,10 +106,11 @@ def test_rules() -> Response:
             _stored_nodes(session, limit, marker)
         for node in nodes:
             results.append(_row(session, engine, rules, node))
+        last = nodes[-1].uuid if nodes else None
         session.rollback()  # the rules ran on copies; make sure nothing is written
     answer: dict = {"results": results}
     if named is None:
-        following = next_link(len(nodes), nodes[-1].uuid if nodes else None,
+        following = next_link(len(nodes), last,
                               Page(limit, marker, "id", "asc"), PATH, with_sort=False)
         if following:
             answer["next"] = following
