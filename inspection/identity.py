@@ -8,8 +8,8 @@ surrounding blanks) identify nothing.
 
 The keys are stored on the node, in ``extra["hardware_identity"]`` (a dict of
 :data:`KEYS`), written whenever the node's inspection data is processed, so that lookup is
-one query on the nodes table (indexed on SQLite and PostgreSQL, see migration 0006), never
-a scan of stored inventories.
+one indexed query on the nodes table (see migration 0006), never a scan of stored
+inventories.
 """
 
 import logging
@@ -134,16 +134,48 @@ def key_expression(dialect: str, name: str) -> sa.ColumnElement:
     return sa.literal_column(f"json_value(nodes.extra, '$.{path}')")
 
 
+#: MariaDB indexes no expression: migration 0006 adds an invisible virtual column per key
+#: holding its first :data:`COLUMN_LENGTH` characters, with an index (``SELECT *`` and
+#: Ironic's code never see it).
+COLUMN_LENGTH = 255
+_INDEXED = "inspection_hardware_identity_columns"
+
+
+def column_name(name: str) -> str:
+    """The MariaDB column of identity key ``name``."""
+    return f"hardware_{name}"
+
+
+def _mysql_columns(conn: Connection) -> bool:
+    # Cached per database connection: a database ironic-dbsync created has no such column.
+    if _INDEXED not in conn.info:
+        conn.info[_INDEXED] = bool(conn.execute(sa.text(
+            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+            "AND table_name = 'nodes' AND column_name = :name"),
+            {"name": column_name(KEYS[0])}).scalar())
+    return conn.info[_INDEXED]
+
+
 _NODES = Node.__table__
+
+
+def _clause(conn: Connection, name: str, value: str) -> sa.ColumnElement:
+    exact = key_expression(conn.dialect.name, name) == sa.literal(value, sa.String)
+    if conn.dialect.name != "mysql" or not _mysql_columns(conn):
+        return exact
+    prefix = sa.literal_column(f"nodes.{column_name(name)}")
+    return sa.and_(prefix == sa.literal(value[:COLUMN_LENGTH], sa.String), exact)
+
+
+def matching_query(conn: Connection, keys: dict[str, str]) -> sa.Select:
+    """The query of :func:`matching_nodes` (``keys`` not empty)."""
+    clauses = [_clause(conn, name, keys[name]) for name in KEYS if name in keys]
+    return (sa.select(_NODES.c.id, _NODES.c.uuid, _NODES.c.provision_state)
+            .where(sa.or_(*clauses)).order_by(_NODES.c.id))
 
 
 def matching_nodes(conn: Connection, keys: dict[str, str]) -> list[tuple[int, str, str]]:
     """(id, uuid, provision_state) of the nodes sharing any of ``keys``: one query."""
     if not keys:
         return []
-    dialect = conn.dialect.name
-    clauses = [key_expression(dialect, name) == sa.literal(keys[name], sa.String)
-               for name in KEYS if name in keys]
-    rows = conn.execute(sa.select(_NODES.c.id, _NODES.c.uuid, _NODES.c.provision_state)
-                        .where(sa.or_(*clauses)).order_by(_NODES.c.id))
-    return [tuple(row) for row in rows]
+    return [tuple(row) for row in conn.execute(matching_query(conn, keys))]

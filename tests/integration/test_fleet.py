@@ -9,6 +9,7 @@ from datetime import datetime
 import pytest
 import sqlalchemy as sa
 
+from inspection import identity
 from inspection.db.models import InspectionRule, Node, NodeInventory, NodeTrait, Port
 from tests.integration.api_helpers import Api, api_conf, error_message
 from tests.integration.pipeline_support import RecordingNotifier, body
@@ -211,3 +212,24 @@ def test_reprocess_without_stored_inventory_or_while_inspecting_is_a_conflict(ap
     state(api, node, "inspect")
     resp = api.client.post(f"/v1/nodes/{node}/inventory/reprocess")
     assert resp.status_code == 409 and "'inspect wait'" in error_message(resp)
+
+
+def test_identity_lookup_is_an_index_lookup(db_engine):
+    rows = [{"uuid": f"00000000-0000-4000-8000-{i:012d}", "provision_state": "manageable",
+             "extra": {"hardware_identity": {"serial": f"acme|box|sn{i}"}}} for i in range(300)]
+    with db_engine.begin() as conn:
+        conn.execute(sa.insert(Node), rows)
+        conn.execute(sa.text({"sqlite": "ANALYZE", "postgresql": "ANALYZE nodes",
+                              "mysql": "ANALYZE TABLE nodes"}[conn.dialect.name]))
+    keys = {"serial": "acme|box|sn7", "system_uuid": "4c4c4544-0058-4a10-8034-b8c04f543533",
+            "bmc_mac": "d0:94:66:2b:6c:00"}
+    with db_engine.connect() as conn:
+        assert [r[1] for r in identity.matching_nodes(conn, keys)] == [rows[7]["uuid"]]
+        sql = str(identity.matching_query(conn, keys).compile(
+            conn, compile_kwargs={"literal_binds": True}))
+        if conn.dialect.name == "postgresql":  # 300 rows: a scan would be cheaper
+            conn.execute(sa.text("SET enable_seqscan = off"))
+        explain = "EXPLAIN QUERY PLAN " if conn.dialect.name == "sqlite" else "EXPLAIN "
+        plan = " ".join(map(str, conn.execute(sa.text(explain + sql)).all()))
+    for key in identity.KEYS:
+        assert f"nodes_hardware_{key}_idx" in plan, plan
