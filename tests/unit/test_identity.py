@@ -1,5 +1,8 @@
 """Hardware identity: which inventory values identify a machine, and which never do."""
 
+import pathlib
+import re
+
 import pytest
 
 from inspection import identity
@@ -62,3 +65,13 @@ def test_record_keeps_other_extra_keys_and_drops_a_stale_identity():
                           identity.EXTRA_KEY: {"serial": "dell inc.|poweredge r640|8xj4t53"}}
     identity.record(node, inventory(serial="Default string"))
     assert node.extra == {"owner_tag": "x"}
+
+
+def test_the_documented_placeholder_list_is_the_one_in_the_code():
+    doc = (pathlib.Path(__file__).parents[2] / "docs" / "discovery.md").read_text()
+    section = doc.split("### Placeholder values identify nothing", 1)[1]
+    values, uuids = section.split("; the empty string", 1)
+    uuids = uuids.split("System UUIDs that many boards share", 1)[1].split("; and BMC", 1)[0]
+    assert set(re.findall(r"`([^`]+)`", values.split("never used:", 1)[1])) \
+        == identity.PLACEHOLDERS
+    assert set(re.findall(r"`([^`]+)`", uuids)) == identity.PLACEHOLDER_UUIDS
