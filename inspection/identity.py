@@ -50,6 +50,9 @@ _PLACEHOLDER_MACS = frozenset({"00:00:00:00:00:00", "ff:ff:ff:ff:ff:ff"})
 #: Longest value kept per field: longer ones are not plausible firmware strings.
 _MAX_FIELD = 255
 _BLANKS = re.compile(r"\s+")
+#: Outside printable ASCII, or JSON-escaped: such a value is stored escaped, and the index
+#: on PostgreSQL reads the JSON text as it is (see :func:`key_expression`).
+_UNSAFE = re.compile(r'[^ -~]|["\\{}]')
 
 
 def clean(value: object) -> str | None:
@@ -58,7 +61,7 @@ def clean(value: object) -> str | None:
     if not isinstance(value, str):
         return None
     text = _BLANKS.sub(" ", value).strip().lower()
-    if not text or len(text) > _MAX_FIELD or text in PLACEHOLDERS:
+    if not text or len(text) > _MAX_FIELD or text in PLACEHOLDERS or _UNSAFE.search(text):
         return None
     if len({c for c in text if c.isalnum()}) < 2:
         return None
@@ -130,7 +133,12 @@ def key_expression(dialect: str, name: str) -> sa.ColumnElement:
     if dialect == "sqlite":
         return sa.literal_column(f"json_extract(nodes.extra, '$.{path}')")
     if dialect == "postgresql":
-        return sa.literal_column(f"((nodes.extra)::jsonb -> '{EXTRA_KEY}' ->> '{name}')")
+        # Not a JSON cast: PostgreSQL's JSON parsers refuse \u0000 and lone surrogates,
+        # which firmware strings do contain, and an index that cannot be computed would
+        # make every write of such a node fail. The values need no unescaping (_UNSAFE).
+        return sa.literal_column(
+            f"substring(nodes.extra from '\"{EXTRA_KEY}\": \\{{[^{{}}]*\"{name}\": "
+            f"\"([^\"\\\\]*)\"')")
     return sa.literal_column(f"json_value(nodes.extra, '$.{path}')")
 
 
