@@ -164,11 +164,19 @@ def lookup_node(session: Session, data: LookupData) -> Match:
             raise UnknownMachine("no node matches")
 
     node = Match(*decided)
+    method = "uuid" if data.node_uuid else "mac" if by_mac else "bmc" if by_bmc else "identity"
+    if node.provision_state != INSPECT_WAIT and method == "identity":
+        # Not an error when the machine is known; if it is another machine whose firmware
+        # reports the same identity, the operator must be able to tell.
+        raise _not_found(data, f"its hardware identity is node {node.uuid}'s, which is in "
+                               f"state {node.provision_state!r}, not {INSPECT_WAIT!r}; not "
+                               f"enrolling it again. If this is another machine reporting "
+                               f"the same identity, enroll it with a port for one of its "
+                               f"MACs", level=logging.WARNING)
     if node.provision_state != INSPECT_WAIT:
         raise _not_found(data, f"node {node.uuid} matches but is in state "
                                f"{node.provision_state!r}, not {INSPECT_WAIT!r}")
     LOG.info("Lookup: %s is node %s", data.describe(), node.uuid)
-    method = "uuid" if data.node_uuid else "mac" if by_mac else "bmc" if by_bmc else "identity"
     metrics.LOOKUPS.labels(method=method).inc()
     return node
 

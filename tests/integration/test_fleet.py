@@ -104,8 +104,12 @@ def test_placeholder_serials_never_merge_machines(api):
 def test_two_nodes_claiming_one_machine_is_a_conflict_named_in_the_log(api, caplog):
     node = callback(api, machine(NIC_A))
     # Through another NIC, the machine is its node (no longer waiting): never a second one.
-    again = api.client.post("/v1/continue_inspection", json=machine("aa:00:00:00:00:0b"))
+    with caplog.at_level(logging.WARNING, logger="inspection.lookup"):
+        again = api.client.post("/v1/continue_inspection", json=machine("aa:00:00:00:00:0b"))
     assert again.status_code == 404 and node_count(api) == 1
+    assert f"its hardware identity is node {node}'s, which is in state 'enroll'" \
+        in caplog.text
+    caplog.clear()
     identity = {"serial": "dell inc.|poweredge r640|8xj4t53"}
     other = api.client.post("/v1/nodes", json={"driver": "fake-hardware",
                                               "extra": {"hardware_identity": identity}})
