@@ -2,8 +2,8 @@
 
 The rules run phase by phase, as processing runs them, on an in-memory copy of the node
 (its ports and traits) and of the inventory and plugin data; the result is what they would
-change (:mod:`inspection.rules.changes`). Nothing is logged as if it had happened: the
-engine's log, including the ``log`` action, goes nowhere.
+change (:mod:`inspection.rules.changes`). Nothing is logged or counted as if it had happened:
+the engine's log, including the ``log`` action, goes nowhere, and the rules metrics stay.
 """
 
 import logging
@@ -23,9 +23,12 @@ _QUIET.propagate = False
 
 
 def quiet_engine(engine: RulesEngine) -> RulesEngine:
-    """An engine like ``engine`` (masking, limits, actions) whose log goes nowhere."""
-    return RulesEngine(engine.mask_secrets, registry=engine.registry, logger=_QUIET,
-                       limits=engine.limits)
+    """An engine like ``engine`` (masking, limits, actions) whose log goes nowhere and
+    whose runs the rules metrics do not count."""
+    quiet = RulesEngine(engine.mask_secrets, registry=engine.registry, logger=_QUIET,
+                        limits=engine.limits)
+    quiet.counted = False
+    return quiet
 
 
 def try_rules(engine: RulesEngine, rules: Sequence[Rule], inventory: dict,

@@ -2,6 +2,7 @@
 
 import logging
 
+from inspection import metrics
 from inspection.rules import RulesEngine
 from inspection.rules.adapters import InMemoryNode
 from inspection.rules.dry_run import quiet_engine, try_rules
@@ -32,6 +33,8 @@ def test_the_node_is_only_read_and_the_log_action_writes_nothing():
                         {"op": "log", "args": ["dry run must not log this"]}],
                        phase="main")]
     original = node()
+    evaluated = metrics.REGISTRY.get_sample_value("ironic_inspection_rules_evaluated_total",
+                                                  {"phase": "main"})
     root, collect = logging.getLogger(), Collect()
     root.addHandler(collect)
     try:
@@ -42,6 +45,8 @@ def test_the_node_is_only_read_and_the_log_action_writes_nothing():
         {"path": "/properties/memory_mb", "old": 1, "new": 8192}]}
     assert original.node["properties"] == {"memory_mb": 1}
     assert not any("dry run must not log this" in line for line in collect.lines)
+    assert metrics.REGISTRY.get_sample_value("ironic_inspection_rules_evaluated_total",
+                                             {"phase": "main"}) == evaluated
 
 
 def test_a_failing_rule_is_reported_and_a_sensitive_one_shows_nothing():
