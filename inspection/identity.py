@@ -12,7 +12,6 @@ one indexed query on the nodes table (see migration 0006), never a scan of store
 inventories.
 """
 
-import logging
 import re
 import uuid as uuidlib
 
@@ -22,11 +21,9 @@ from sqlalchemy.engine import Connection
 from inspection.db.models import Node
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
-LOG = logging.getLogger(__name__)
-
 #: The key of ``nodes.extra`` that holds the identity.
 EXTRA_KEY = "hardware_identity"
-#: The identity keys, in the order they are tried in documentation and logs.
+#: The identity keys, in the order documentation and logs list them.
 KEYS = ("serial", "system_uuid", "bmc_mac")
 
 #: Values firmware reports when nobody filled the field in: they identify nothing. Compared
