@@ -13,7 +13,7 @@ from flask import Blueprint, Response, jsonify, request
 from inspection.api.context import ctx, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, stored_inventory
-from inspection.api.pagination import Page, check_args, next_link, uuid_arg
+from inspection.api.pagination import check_args, next_link, page_args
 from inspection.api.versions import require
 from inspection.db.models import Node, NodeInventory
 from inspection.processing.pipeline import rules_enabled
@@ -70,20 +70,6 @@ def _stored_nodes(session, limit: int, marker: str | None) -> list[Node]:
     return list(session.scalars(query.order_by(Node.id).limit(limit)))
 
 
-def _page_limit() -> int:
-    max_limit = ctx().conf.api.max_limit
-    raw = request.args.get("limit")
-    if raw is None:
-        return max_limit
-    try:
-        limit = int(raw)
-    except ValueError:
-        raise ApiError(400, f"Expected an integer for limit: {raw[:64]}") from None
-    if limit <= 0:
-        raise ApiError(400, "Limit must be positive")
-    return min(limit, max_limit)
-
-
 @bp.post(PATH)
 def test_rules() -> Response:
     """Run the given rules on each node's stored inventory and plugin data; writes nothing."""
@@ -97,21 +83,20 @@ def test_rules() -> Response:
     if named is not None and request.args:
         raise ApiError(400, "limit and marker page through every node with stored data; "
                             "they cannot be used with nodes")
-    limit, marker = _page_limit(), uuid_arg("marker")
+    page = page_args(("id",))
     c = ctx()
     engine = quiet_engine(c.rules_engine)
     results = []
     with c.session() as session:
         nodes = _named_nodes(session, named) if named is not None else \
-            _stored_nodes(session, limit, marker)
+            _stored_nodes(session, page.limit, page.marker)
         for node in nodes:
             results.append(_row(session, engine, rules, node))
         last = nodes[-1].uuid if nodes else None
         session.rollback()  # the rules ran on copies; make sure nothing is written
     answer: dict = {"results": results}
     if named is None:
-        following = next_link(len(nodes), last,
-                              Page(limit, marker, "id", "asc"), PATH, with_sort=False)
+        following = next_link(len(nodes), last, page, PATH, with_sort=False)
         if following:
             answer["next"] = following
     return jsonify(answer)
