@@ -218,6 +218,17 @@ def test_reprocess_without_stored_inventory_or_while_inspecting_is_a_conflict(ap
     assert resp.status_code == 409 and "'inspect wait'" in error_message(resp)
 
 
+def test_reprocess_waits_for_no_one_holding_the_node_and_changes_nothing(api):
+    node = callback(api, machine(NIC_A))
+    api.context.service.lock_interval = 0.05
+    with api.context.engine.begin() as conn:
+        conn.execute(sa.update(Node).where(Node.uuid == node).values(reservation="conductor-7"))
+    before = _every_row(api.context.engine)
+    resp = api.client.post(f"/v1/nodes/{node}/inventory/reprocess")
+    assert resp.status_code == 409 and "try again later" in error_message(resp)
+    assert _every_row(api.context.engine) == before
+
+
 def test_identity_lookup_is_an_index_lookup(db_engine):
     rows = [{"uuid": f"00000000-0000-4000-8000-{i:012d}", "provision_state": "manageable",
              "extra": {"hardware_identity": {"serial": f"acme|box|sn{i}"}}} for i in range(300)]
