@@ -101,6 +101,34 @@ def test_placeholder_serials_never_merge_machines(api):
     assert extras == [{}, {}]  # nothing that identifies them is stored
 
 
+def whitebox(mac: str, number: int, keys=("bmc_mac", "system_uuid")) -> dict:
+    """A machine whose firmware fills no serial number, with the identity ``keys`` it
+    reports this time."""
+    data = machine(mac, serial="Default string", manufacturer="To Be Filled By O.E.M.")
+    if "bmc_mac" in keys:
+        data["inventory"]["bmc_mac"] = f"0C:C4:7A:00:00:{number:02X}"
+    if "system_uuid" in keys:
+        data["inventory"]["system_vendor"]["system_uuid"] = \
+            f"8E3A1C5D-0000-4000-8000-0000000000{number:02X}"
+    return data
+
+
+def test_a_whitebox_machine_is_found_by_its_bmc_mac_or_system_uuid(api):
+    first = callback(api, whitebox(NIC_A, 1))
+    assert api.client.get(f"/v1/nodes/{first}").json["extra"]["hardware_identity"] == {
+        "system_uuid": "8e3a1c5d-0000-4000-8000-000000000001", "bmc_mac": "0c:c4:7a:00:00:01"}
+    second = callback(api, whitebox("aa:00:00:00:00:0f", 2))
+    for node in (first, second):
+        state(api, node, "manage")
+        state(api, node, "inspect")
+    # New NICs, and only one of the two keys readable this time.
+    assert callback(api, whitebox(NIC_C, 1, keys=("bmc_mac",))) == first
+    assert callback(api, whitebox("aa:00:00:00:00:0e", 2, keys=("system_uuid",))) == second
+    assert node_and_ports(api, first)[1] == [NIC_C]
+    assert node_and_ports(api, second)[1] == ["aa:00:00:00:00:0e"]
+    assert node_count(api) == 2
+
+
 def test_two_nodes_claiming_one_machine_is_a_conflict_named_in_the_log(api, caplog):
     node = callback(api, machine(NIC_A))
     # Through another NIC, the machine is its node (no longer waiting): never a second one.
