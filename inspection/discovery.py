@@ -20,7 +20,7 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from inspection import states
+from inspection import identity, states
 from inspection.db import retry
 from inspection.db.engine import session_scope
 from inspection.db.models import InspectionCallback, Node, Port, utcnow
@@ -81,12 +81,14 @@ def enroll_node(engine: Engine, conf: cfg.ConfigOpts, data: LookupData,
     if not data.macs:
         raise NotFound("cannot enroll a machine without a valid MAC address")
     properties = {}
+    # Recorded at once: a later callback of this machine through other NICs finds it.
+    extra = {identity.EXTRA_KEY: dict(data.identity)} if data.identity else {}
     if conf.auto_discovery.inspection_scope:
         properties["inspection_scope"] = conf.auto_discovery.inspection_scope
     node_uuid = str(uuidlib.uuid4())
     with session_scope(sessionmaker(engine)) as session:
         node = Node(uuid=node_uuid, driver=conf.auto_discovery.driver, driver_info={},
-                    driver_internal_info={}, properties=properties, extra={},
+                    driver_internal_info={}, properties=properties, extra=extra,
                     instance_info={}, provision_state=states.INITIAL, auto_discovered=True,
                     inspect_interface=DEFAULT_INSPECT_INTERFACE)
         session.add(node)

@@ -1,10 +1,13 @@
 """Find the one node that the ramdisk's inspection data belongs to.
 
-Inputs: an optional node UUID, the MACs of the inventory's interfaces and the BMC addresses
-the ramdisk reports. The UUID and the MACs identify a node in any state; BMC addresses only
-match nodes in ``inspect wait`` (against the cache written when inspection started). The
-node must be in ``inspect wait``. Zero or several matches raise one generic
-:class:`~inspection.errors.NotFound`; the reason goes to the log only.
+Inputs: an optional node UUID, the MACs of the inventory's interfaces, the BMC addresses
+the ramdisk reports and the machine's hardware identity (:mod:`inspection.identity`). The
+UUID and the MACs identify a node in any state; BMC addresses only match nodes in
+``inspect wait`` (against the cache written when inspection started); the identity is
+tried last, when nothing else matched, against nodes in any state (so that discovery never
+enrolls a machine a node already stands for). The node must be in ``inspect wait``. Zero or
+several matches raise one generic :class:`~inspection.errors.NotFound`; the reason goes to
+the log only.
 
 Queries stay cheap with many waiting nodes: MACs use the unique index on ``ports.address``,
 and BMC addresses are matched in SQL on the JSON text of ``driver_internal_info`` (the
@@ -20,7 +23,7 @@ from typing import NamedTuple
 from sqlalchemy import Text, bindparam, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
-from inspection import bmc, metrics
+from inspection import bmc, identity, metrics
 from inspection.db.models import INSPECT_WAIT, Node, Port
 from inspection.errors import BadRequest, NotFound, UnknownMachine
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
@@ -35,10 +38,13 @@ class LookupData:
     node_uuid: str | None = None
     macs: list[str] = field(default_factory=list)
     bmc_addresses: list[str] = field(default_factory=list)
+    #: Usable hardware identity keys (:func:`inspection.identity.from_inventory`).
+    identity: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, node_uuid: object = None, macs: Iterable[object] = (),
-              bmc_addresses: Iterable[object] = ()) -> "LookupData":
+              bmc_addresses: Iterable[object] = (),
+              inventory: dict | None = None) -> "LookupData":
         """Validate raw input; :class:`BadRequest` if nothing usable is left."""
         uuid_text = None
         if node_uuid not in (None, ""):
@@ -54,16 +60,19 @@ class LookupData:
                 LOG.warning("Lookup: ignoring invalid MAC address %r", mac)
                 continue
             valid[normalized] = None
-        data = cls(uuid_text, list(valid), bmc.reported_addresses(*(bmc_addresses or ())))
-        if not (data.node_uuid or data.macs or data.bmc_addresses):
+        data = cls(uuid_text, list(valid), bmc.reported_addresses(*(bmc_addresses or ())),
+                   identity.from_inventory(inventory))
+        if not (data.node_uuid or data.macs or data.bmc_addresses or data.identity):
             raise BadRequest("The inspection data has no valid MAC address in its interfaces, "
-                             "no BMC address and no node UUID to find the node by")
+                             "no BMC address, no hardware identity and no node UUID to find "
+                             "the node by")
         return data
 
     def describe(self) -> str:
         """For log lines."""
         return (f"node_uuid={self.node_uuid}, MACs={','.join(self.macs) or '-'}, "
-                f"BMC={','.join(self.bmc_addresses) or '-'}")
+                f"BMC={','.join(self.bmc_addresses) or '-'}, "
+                f"identity={identity.describe(self.identity)}")
 
 
 def _like_escape(text: str) -> str:
@@ -149,16 +158,39 @@ def lookup_node(session: Session, data: LookupData) -> Match:
         if decided is None:  # deleted between the queries
             raise _not_found(data, "the matching node was just deleted")
     else:
-        LOG.info("Lookup: no node matches %s", data.describe())
-        raise UnknownMachine("no node matches")
+        decided = _by_identity(session, data)
+        if decided is None:
+            LOG.info("Lookup: no node matches %s", data.describe())
+            raise UnknownMachine("no node matches")
 
     node = Match(*decided)
+    method = "uuid" if data.node_uuid else "mac" if by_mac else "bmc" if by_bmc else "identity"
+    if node.provision_state != INSPECT_WAIT and method == "identity":
+        # Not an error when the machine is known; if it is another machine whose firmware
+        # reports the same identity, the operator must be able to tell.
+        raise _not_found(data, f"its hardware identity is node {node.uuid}'s, which is in "
+                               f"state {node.provision_state!r}, not {INSPECT_WAIT!r}; not "
+                               f"enrolling it again. If this is another machine reporting "
+                               f"the same identity, enroll it with a port for one of its "
+                               f"MACs", level=logging.WARNING)
     if node.provision_state != INSPECT_WAIT:
         raise _not_found(data, f"node {node.uuid} matches but is in state "
                                f"{node.provision_state!r}, not {INSPECT_WAIT!r}")
     LOG.info("Lookup: %s is node %s", data.describe(), node.uuid)
-    metrics.LOOKUPS.labels(method="uuid" if data.node_uuid else "mac" if by_mac else "bmc").inc()
+    metrics.LOOKUPS.labels(method=method).inc()
     return node
+
+
+def _by_identity(session: Session, data: LookupData) -> Match | None:
+    """The one node with the machine's hardware identity; None when no node has it."""
+    rows = identity.matching_nodes(session.connection(), data.identity)
+    if len(rows) > 1:
+        # Two nodes claim one machine: an operator must decide which one is right.
+        raise _not_found(data, f"its hardware identity is recorded on {len(rows)} nodes "
+                               f"({', '.join(sorted(r[1] for r in rows))}); remove "
+                               f"extra/{identity.EXTRA_KEY} from the wrong one(s)",
+                         level=logging.WARNING)
+    return Match(*rows[0]) if rows else None
 
 
 def _uuids(session: Session, ids: set[int]) -> str:

@@ -40,7 +40,8 @@ CALLBACK_REFUSALS = Counter(
     "reason (rate_limit: 429, pending_rows / pending_bytes: 503)", ["reason"],
     registry=REGISTRY)
 LOOKUPS = Counter(
-    PREFIX + "lookups", "Nodes found for inspection data, by what decided (uuid, mac, bmc)",
+    PREFIX + "lookups",
+    "Nodes found for inspection data, by what decided (uuid, mac, bmc, identity)",
     ["method"], registry=REGISTRY)
 RULES_EVALUATED = Counter(
     PREFIX + "rules_evaluated", "Inspection rules whose conditions were evaluated, by phase",

@@ -25,6 +25,8 @@ from inspection.api import (
     power,
     ratelimit,
     refusals,
+    reprocess,
+    rule_trials,
     rules,
     traits,
     versions,
@@ -176,7 +178,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     _install_auth(app, conf)
     metrics.install(app)
     for module in (versions, openapi, continue_inspection, rules, nodes, traits,
-                   node_groups, power, ports):
+                   node_groups, power, ports, rule_trials, reprocess):
         app.register_blueprint(module.bp)
     app.wsgi_app = middleware.wrap(_accept_trailing_slash(app.wsgi_app), conf)
     return app

@@ -63,6 +63,10 @@ def add_commands(sub, parent: argparse.ArgumentParser) -> None:
         p = command(name, run_state if name != "delete" else run_delete, help_text)
         p.add_argument("node", metavar="NODE", help="UUID or name")
         p.set_defaults(target=name)
+    p = command("reprocess", run_reprocess, "run the inspection hooks and rules again on the "
+                "node's stored inventory: no boot, no power action, the node keeps its state "
+                "(manageable, or enroll after auto-discovery)")
+    p.add_argument("node", metavar="NODE", help="UUID or name")
     inventory = nsub.add_parser("inventory", help="the inventory stored by inspection")
     isub = inventory.add_subparsers(dest="inventory_command", metavar="COMMAND",
                                     required=True)
@@ -138,4 +142,19 @@ def run_inventory_save(args: argparse.Namespace) -> int:
             os.unlink(temporary)
         raise CommandError(f"cannot write {args.file}: {exc.strerror or exc}") from None
     print(f"Saved the inventory of node {args.node} to {args.file}.", file=sys.stderr)
+    return 0
+
+
+def run_reprocess(args: argparse.Namespace) -> int:
+    """Reprocess the stored inventory; print what changed."""
+    result = ApiClient.from_args(args).post(
+        f"/v1/nodes/{quote(args.node)}/inventory/reprocess", {})
+    if args.format == "json":
+        output.print_json(result)
+        return 0
+    changes = result.get("changes") or []
+    print(f"Node {result['node']} reprocessed ({len(changes)} change(s)); it stays "
+          f"{result['provision_state']!r}.")
+    for change in changes:
+        print(f"  {change['path']}: {json.dumps(change['old'])} -> {json.dumps(change['new'])}")
     return 0

@@ -17,7 +17,7 @@ import sqlalchemy.exc
 from oslo_config import cfg
 from sqlalchemy.orm import Session
 
-from inspection import bmc, states
+from inspection import bmc, identity, states
 from inspection.common.untrusted import for_log
 from inspection.db.models import Node, utcnow
 from inspection.db.retry import is_data_error
@@ -122,11 +122,12 @@ class Pipeline:
         self.engine = engine
 
     def run(self, session: Session, node: Node, inventory: dict, plugin_data: dict,
-            rules: dict[str, list[Rule]]) -> InspectionContext:
+            rules: dict[str, list[Rule]], *, move_on: bool = True) -> InspectionContext:
         """Every stage after lookup, ending with the node moved on (all uncommitted).
 
-        ``rules`` maps ``preprocess``/``main`` to the rules of that phase. Raises
-        :class:`StageFailed`; the caller rolls back.
+        ``rules`` maps ``preprocess``/``main`` to the rules of that phase; ``move_on=False``
+        leaves the node's state and inspection times alone (reprocessing stored data).
+        Raises :class:`StageFailed`; the caller rolls back.
         """
         ctx = self._stage("loading the node", InspectionContext.load, session, node,
                           inventory, plugin_data, self.conf)
@@ -156,14 +157,17 @@ class Pipeline:
                                                 f"max_node_size = "
                                                 f"{self.engine.limits.max_node_size}")
         self._stage("storing the inspection data", self._store, session, node, inventory,
-                    ctx.plugin_data)
+                    ctx.plugin_data, move_on)
         return ctx
 
-    def _store(self, session: Session, node: Node, inventory: dict, plugin_data: dict) -> None:
+    def _store(self, session: Session, node: Node, inventory: dict, plugin_data: dict,
+               move_on: bool) -> None:
         if node.id is None:
             session.flush()
         store.store_inventory(session, node.id, inventory, plugin_data)
-        finish(node)
+        identity.record(node, inventory)  # after the rules: they cannot unset it
+        if move_on:
+            finish(node)
         # Flushing here surfaces constraint and type errors as this stage's failure.
         session.flush()
 

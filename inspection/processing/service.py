@@ -230,7 +230,8 @@ class InspectionService:
         inventory, plugin_data = _split_body(body)
         interfaces = _interfaces(inventory, self.conf.api.max_callback_interfaces)
         data = LookupData.build(node_uuid, [mac for mac, _ in interfaces],
-                                [inventory.get("bmc_address"), inventory.get("bmc_v6address")])
+                                [inventory.get("bmc_address"), inventory.get("bmc_v6address")],
+                                inventory)
         with session_scope(self.sessions) as session:
             early = self.rules.rules(session, phase="early")
         try:

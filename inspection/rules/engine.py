@@ -90,6 +90,9 @@ def _display_args(cop: CompiledOp, scope: template.Scope) -> dict[str, Any]:
 class RulesEngine:
     """Runs rules; ``mask_secrets`` is ``[inspection_rules]mask_secrets``."""
 
+    #: Whether runs count in the rules metrics (dry runs do not).
+    counted = True
+
     def __init__(self, mask_secrets: str = "always", registry: ActionRegistry | None = None,
                  logger: logging.Logger | None = None, limits: Limits | None = None) -> None:
         self.mask_secrets = mask_secrets
@@ -162,9 +165,9 @@ class RulesEngine:
                     applied.append(rule.uuid)
         finally:
             # counted once per call: labels() and inc() per rule cost more than some rules
-            if evaluated:
+            if evaluated and self.counted:
                 metrics.RULES_EVALUATED.labels(phase=phase).inc(evaluated)
-            if matched:
+            if matched and self.counted:
                 metrics.RULES_MATCHED.labels(phase=phase).inc(matched)
         return applied
 
