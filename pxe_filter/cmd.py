@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from pxe_filter import conf as filter_conf
-from pxe_filter.common import config, lifecycle, logs
+from pxe_filter.common import config, lifecycle, logs, unknown_options
 
 LOG = logging.getLogger("pxe_filter")
 
@@ -105,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.load(conf, files, args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
         logs.log_option_values(conf, LOG)
+        unknown_options.warn_unknown_options(conf, LOG, "ironic-pxe-filter")
 
     return lifecycle.run(LOG, life, load=load, start=start, serve=serve, shutdown=shutdown)
 

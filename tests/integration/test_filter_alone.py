@@ -87,13 +87,16 @@ def test_one_shot_sync_and_render(filter_venv, tmp_path, sqlite_url):
     hosts = tmp_path / "hosts"
     conf = tmp_path / "filter.conf"
     conf.write_text(f"[database]\nconnection = {sqlite_url}\n"
-                    f"[pxe_filter]\ndhcp_hostsdir = {hosts}\n"
+                    f"[pxe_filter]\ndhcp_hostsdir = {hosts}\nsync_perod = 5\n"
                     "[dnsmasq]\ninterface = lo\n"
                     "dhcp_ranges = 192.0.2.100,192.0.2.200,255.255.255.0\n")
 
     done = _run(filter_venv, "--config-file", str(conf), "--once")
     assert done.returncode == 0, done.stderr
     assert "First sync: 1 allowed, 1 denied" in done.stderr
+    # Without the inspection extra too, a misspelling is named.
+    assert f"WARNING pxe_filter: Unknown option [pxe_filter]sync_perod in {conf}: ignored, " \
+           "fix or remove it (did you mean sync_period?)" in done.stderr
     assert (hosts / allowed).read_text() == f"{allowed}\n"
     assert (hosts / denied).read_text() == f"{denied},ignore\n"
 
