@@ -9,6 +9,7 @@ import pytest
 
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
+from tests.support.daemon import start_filter
 from tests.support.filter_nodes import add_node
 
 FILTER = str(Path(sys.executable).with_name("ironic-pxe-filter"))
@@ -58,3 +59,18 @@ def test_help_shows_the_real_host_default():
     done = subprocess.run([FILTER, "--help"], capture_output=True, text=True, timeout=60)
     host = done.stdout.split("\n    host\n", 1)[1].split("\n    state_path", 1)[0]
     assert f"(default: {socket.gethostname()})" in " ".join(host.split())
+
+
+def test_a_clean_stop_on_the_message_bus_logs_no_amqp_warning(tmp_path, sqlite_url, rabbit_url):
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    engine.dispose()
+    daemon = start_filter(tmp_path, sqlite_url, tmp_path / "hosts", rabbit_url,
+                          {"pxe_filter": {"ironic_notifications": "true"}}, debug=False)
+    try:
+        daemon.wait_ready()
+    finally:
+        assert daemon.stop() == 0
+    log = daemon.log_text()
+    assert "Stopping on signal" in log
+    assert " WARNING " not in log and " ERROR " not in log, log
