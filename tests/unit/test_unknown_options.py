@@ -9,7 +9,12 @@ from oslo_config import cfg
 from inspection import conf as inspection_conf
 from pxe_filter import conf as filter_conf
 from pxe_filter.common import config, logs
-from pxe_filter.common.unknown_options import warn_unknown_options
+from pxe_filter.common.unknown_options import (
+    LIBRARY_SECTIONS,
+    PROJECT_NAMESPACES,
+    namespace_options,
+    warn_unknown_options,
+)
 
 ETC = Path(__file__).resolve().parents[2] / "etc"
 SHIPPED = [ETC / "ironic-inspection/shared.conf", ETC / "ironic-pxe-filter/ironic-pxe-filter.conf",
@@ -97,3 +102,14 @@ def test_a_bad_value_names_section_option_and_file(tmp_path):
         logs.log_option_values(conf, LOG)
     assert str(caught.value) == (f"invalid value of [pxe_filter]sync_period in {bad}: "
                                  "invalid literal for int() with base 10: 'abc'")
+
+
+def test_every_section_of_the_generated_samples_is_known():
+    # The generator configurations list every namespace whose options a file may hold.
+    listed = set()
+    for generator in ETC.glob("*/*-config-generator.conf"):
+        listed |= {line.split("=", 1)[1].strip() for line in generator.read_text().splitlines()
+                   if line.startswith("namespace")}
+    assert set(PROJECT_NAMESPACES) <= listed
+    sections = set(namespace_options(listed))
+    assert sections <= set(namespace_options(PROJECT_NAMESPACES)) | LIBRARY_SECTIONS
