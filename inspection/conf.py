@@ -6,7 +6,6 @@ some of its own groups from there.
 """
 
 from oslo_config import cfg
-from oslo_middleware import cors
 
 from pxe_filter.common import logs
 from pxe_filter.common import options as shared
@@ -283,6 +282,10 @@ VERSION_HEADERS = ["X-OpenStack-Ironic-API-Version", "X-OpenStack-Ironic-API-Min
 
 def set_defaults() -> None:
     """Our defaults of library options: oslo.log's, and Ironic's for CORS (idempotent)."""
+    # Imported here: the filter reads this module's option names (its unknown-option check)
+    # and needs none of oslo.middleware's weight for that.
+    from oslo_middleware import cors  # noqa: PLC0415
+
     logs.set_defaults()
     cors.set_defaults(allow_methods=["GET", "PUT", "POST", "DELETE", "PATCH"],
                       expose_headers=VERSION_HEADERS)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from pxe_filter import conf as filter_conf
-from pxe_filter.common import config, lifecycle, logs
+from pxe_filter.common import config, lifecycle, logs, unknown_options
 
 LOG = logging.getLogger("pxe_filter")
 
@@ -26,7 +26,9 @@ def _options_help() -> str:
     for group, opts in groups:
         lines.append(f"  [{group}]")
         for opt in opts:
-            default = opt.sample_default if opt.sample_default is not None else opt.default
+            # The real default on this machine ([DEFAULT]host: its hostname), not the
+            # sample's placeholder.
+            default = opt.default
             if isinstance(default, list):
                 default = ",".join(default)
             extra = f" (default: {default})" if default not in (None, "") else ""
@@ -49,10 +51,19 @@ def _options_help() -> str:
     return "\n".join(lines)
 
 
+#: The commands besides the daemon itself, each with its own --help.
+COMMANDS = ("render-dnsmasq-config", "status")
+USAGE = ("%(prog)s [-h] [--config-file PATH] [--config-dir DIR] [--version] [--once] "
+         "[--debug]\n"
+         "       %(prog)s render-dnsmasq-config [-h] [--config-file PATH] [--output PATH] "
+         "[--check-only]\n"
+         "       %(prog)s status [-h] [--config-file PATH] [--format {human,json}]")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (options, plus every configuration option in the epilog)."""
     parser = argparse.ArgumentParser(
-        prog="ironic-pxe-filter",
+        prog="ironic-pxe-filter", usage=USAGE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Keep dnsmasq's --dhcp-hostsdir allow/deny files in step with the "
                     "node/port database and apply update_pxe_filters broadcasts.",
@@ -78,7 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pxe_filter.status import command as status_cmd  # noqa: PLC0415 - only for this command
 
         return status_cmd.main(argv[1:])
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if argv and not argv[0].startswith("-"):
+        parser.error(f"unknown command {argv[0]!r}: the commands are "
+                     f"{' and '.join(COMMANDS)}; the daemon itself takes options only")
+    args = parser.parse_args(argv)
     conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
     logs.register_options(conf, PROG)
     from pxe_filter import daemon  # noqa: PLC0415 - after logging
@@ -105,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.load(conf, files, args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
         logs.log_option_values(conf, LOG)
+        unknown_options.warn_unknown_options(conf, LOG, "ironic-pxe-filter")
 
     return lifecycle.run(LOG, life, load=load, start=start, serve=serve, shutdown=shutdown)
 

@@ -25,6 +25,7 @@ from inspection.api import (
     power,
     ratelimit,
     refusals,
+    rejections,
     reprocess,
     rule_trials,
     rules,
@@ -171,6 +172,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     errors.register(app)
     crosssite.install(app, conf)
     ratelimit.install(app, conf)
+    rejections.install(app, conf)
     refusals.install(app)
     versions.install(app)
     _install_request_context(app, conf)

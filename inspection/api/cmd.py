@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from pxe_filter.common import config, lifecycle, logs, statedirs
+from pxe_filter.common import config, lifecycle, logs, statedirs, unknown_options
 from pxe_filter.common.lifecycle import EXIT_CONFIG, EXIT_RUNTIME, ServiceError
 
 LOG = logging.getLogger("inspection.api")
@@ -145,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
         logs.log_option_values(conf, LOG)
+        unknown_options.warn_unknown_options(conf, LOG, "ironic-inspection")
 
     return lifecycle.run(LOG, life, load=load, start=api.start, serve=api.serve,
                          shutdown=api.shutdown)

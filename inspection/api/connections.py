@@ -17,8 +17,11 @@ from typing import Any
 
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer
+from waitress.task import ErrorTask
 
 from inspection import metrics
+from inspection.api import rejections
+from inspection.api.errors import error_body
 
 LOG = logging.getLogger("inspection.api.connections")
 #: Seconds between two log lines about connections closed at the deadline.
@@ -76,8 +79,29 @@ class ConnectionGuard:
                 self._warned.discard(address)
 
 
+class JsonErrorTask(ErrorTask):
+    """What waitress answers itself (a body over its limit, a malformed request) in
+    Ironic's JSON error body instead of plain text; a rejected callback is logged."""
+
+    def execute(self) -> None:
+        """Write the error as JSON and close the connection, as waitress does."""
+        error = self.request.error
+        message = {413: "The request body is too large"}.get(error.code, error.reason)
+        body = error_body(error.code, f"{message}: {error.body}").encode()
+        self.status = f"{error.code} {error.reason}"
+        self.response_headers.append(("Content-Type", "application/json"))
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+        if (getattr(self.request, "path", None) or "").rstrip("/") == "/v1/continue_inspection":
+            rejections.DEFAULT.rejected(getattr(self.channel, "client", "?"), error.code,
+                                        f"{message}: {error.body}")
+
+
 class GuardedChannel(HTTPChannel):
     """waitress's channel, with the per-client limit and the request deadline."""
+
+    error_task_class = JsonErrorTask
 
     def __init__(self, server: BaseWSGIServer, sock: Any, addr: Any, adj: Any,
                  map: Any = None) -> None:

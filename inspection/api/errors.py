@@ -36,12 +36,17 @@ class ApiError(Exception):
         self.extra = extra
 
 
+def error_body(code: int, message: str, **extra: Any) -> str:
+    """Ironic's error body (JSON text) for ``code`` and ``message``."""
+    fault = {"faultstring": message, "faultcode": "Client" if code < 500 else "Server",
+             "debuginfo": None, **extra}
+    return json.dumps({"error_message": json.dumps(fault)})
+
+
 def json_error(code: int, message: str, headers: dict | None = None,
                **extra: Any) -> Response:
     """A JSON error response in Ironic's shape."""
-    fault = {"faultstring": message, "faultcode": "Client" if code < 500 else "Server",
-             "debuginfo": None, **extra}
-    response = Response(json.dumps({"error_message": json.dumps(fault)}), status=code,
+    response = Response(error_body(code, message, **extra), status=code,
                         mimetype="application/json")
     for name, value in (headers or {}).items():
         response.headers[name] = value

@@ -366,6 +366,12 @@ def _manage(node_ident: str) -> None:
         c.dispatcher.wake_power()
 
 
+#: Ironic's provision targets this service does not serve: 501 names them (a 400 reads like a
+#: client mistake; openstacksdk's register_machine asks for "provide").
+_UNSERVED_TARGETS = frozenset({"provide", "active", "deploy", "deleted", "undeploy", "rebuild",
+                               "clean", "adopt", "rescue", "unrescue", "service", "unhold"})
+
+
 @bp.put("/v1/nodes/<ident(\"detail\"):node_ident>/states/provision")
 def set_provision_state(node_ident: str) -> tuple[Response, int, dict]:
     """``{"target": "inspect" | "abort" | "manage"}``; 202 with the node."""
@@ -383,6 +389,11 @@ def set_provision_state(node_ident: str) -> tuple[Response, int, dict]:
         c.dispatcher.wake_power()
     elif target == "manage":
         _manage(node_ident)
+    elif target in _UNSERVED_TARGETS:
+        raise ApiError(501, f"Provision target {target!r} is not available through this "
+                            f"service: it serves Ironic's API for enrolment, inspection and "
+                            f"inspection rules only (targets inspect, abort, manage). Use a "
+                            f"full Ironic deployment to provide, deploy or clean nodes.")
     else:
         raise ApiError(400, "target must be one of: inspect, abort, manage")
     with c.session() as session:

@@ -38,8 +38,8 @@ def run_notify(args: argparse.Namespace) -> int:
     try:
         allow = [macs.normalize_mac(m) for m in args.allow]
         deny = [macs.normalize_mac(m) for m in args.deny]
-    except macs.InvalidMAC as exc:
-        raise CommandError(str(exc)) from None
+    except macs.InvalidMAC as exc:  # a bad argument: usage, as docs/cli.md says
+        raise UsageError(str(exc)) from None
     conf = cfg.CONF
     logs.register_options(conf, "ironic-inspection")
     inspection_conf.register_opts(conf)

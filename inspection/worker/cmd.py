@@ -20,7 +20,16 @@ from oslo_config import cfg
 from inspection import conf as inspection_conf
 from inspection import metrics
 from inspection.common.url_credentials import mask_url_passwords
-from pxe_filter.common import config, lifecycle, logs, messaging, prometheus, statedirs, systemd
+from pxe_filter.common import (
+    config,
+    lifecycle,
+    logs,
+    messaging,
+    prometheus,
+    statedirs,
+    systemd,
+    unknown_options,
+)
 from pxe_filter.common.database import (
     DatabaseError,
     check_connection,
@@ -260,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.load(conf, files, args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
         logs.log_option_values(conf, LOG)
+        unknown_options.warn_unknown_options(conf, LOG, "ironic-inspection")
 
     return lifecycle.run(LOG, life, load=load, start=worker.start, serve=life.idle,
                          shutdown=worker.shutdown)

@@ -4,6 +4,7 @@ Shared by the filter (read-only, possibly on Ironic's own database) and the insp
 """
 
 import functools
+import importlib.util
 import os
 
 import sqlalchemy as sa
@@ -38,6 +39,7 @@ def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False, 
     except sa.exc.ArgumentError:
         raise DatabaseError(f"[database]connection is not a valid SQLAlchemy URL: "
                             f"{describe_url(url)}") from None
+    parsed = _with_installed_driver(parsed)
     # hide_parameters: an error's text never quotes the bound values (a node's driver_info
     # holds BMC passwords; inventories hold whatever the ramdisk sent).
     kwargs: dict = {"pool_pre_ping": True, "future": True, "hide_parameters": True}
@@ -60,7 +62,9 @@ def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False, 
     try:
         engine = sa.create_engine(parsed, **kwargs)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
-        raise DatabaseError(f"cannot use database {describe_url(parsed)}: {exc}") from None
+        hint = _DRIVER_HINTS.get(backend, "")
+        raise DatabaseError(f"cannot use database {describe_url(parsed)}: {exc}"
+                            f"{'; ' + hint if hint else ''}") from None
     if backend == "sqlite":
         event.listen(engine, "connect", functools.partial(
             _sqlite_pragmas, busy_ms=lock_timeout * 1000, writer=not read_only))
@@ -68,6 +72,28 @@ def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False, 
         event.listen(engine, "connect", functools.partial(
             _mysql_timeouts, statement=statement_timeout, lock=lock_timeout))
     return engine
+
+
+#: For a URL without a driver, the driver modules tried in turn (the extras install the first);
+#: SQLAlchemy's own defaults (psycopg 3, mysqlclient) are not what the extras install.
+_DRIVERS = {"postgresql": (("psycopg2", "psycopg2"), ("psycopg", "psycopg")),
+            "mysql": (("pymysql", "pymysql"), ("MySQLdb", "mysqldb"))}
+_DRIVER_HINTS = {
+    "postgresql": "install the [postgresql] extra (pip install 'ironic-pxe-filter[postgresql]') "
+                  "and write postgresql+psycopg2://...",
+    "mysql": "install the [mysql] extra (pip install 'ironic-pxe-filter[mysql]') and write "
+             "mysql+pymysql://...",
+}
+
+
+def _with_installed_driver(url: URL) -> URL:
+    """``url`` with the driver that is installed when it names none (``postgresql://``)."""
+    if "+" in url.drivername or url.drivername not in _DRIVERS:
+        return url
+    for module, driver in _DRIVERS[url.drivername]:
+        if importlib.util.find_spec(module) is not None:
+            return url.set(drivername=f"{url.drivername}+{driver}")
+    return url
 
 
 def _mysql_timeouts(dbapi_conn, _record, statement: int, lock: int) -> None:

@@ -7,6 +7,7 @@ tests grep for (``... LEVEL logger: message``). :func:`set_defaults` is also the
 """
 
 import logging
+import re
 
 from oslo_config import cfg
 from oslo_log import _options as log_options  # the Opt objects register_options registers
@@ -74,7 +75,37 @@ def log_option_values(conf: cfg.ConfigOpts, log: logging.Logger) -> None:
     try:
         conf.log_opt_values(log, logging.DEBUG)
     except (cfg.Error, ValueError) as exc:
-        raise ConfigError(f"invalid configuration: {exc}") from None
+        raise ConfigError(_invalid_value(conf) or f"invalid configuration: {exc}") from None
+
+
+def _invalid_value(conf: cfg.ConfigOpts) -> str | None:
+    """``invalid value of [section]option in FILE: why`` for the first option whose value
+    does not parse (oslo.config's own message names neither the section nor the file in
+    words)."""
+    for key in conf:
+        try:
+            value = conf[key]
+        except cfg.ConfigFileValueError as exc:
+            return _describe(exc, "DEFAULT", key)
+        except cfg.Error:
+            continue
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            for name in value:
+                try:
+                    value[name]
+                except cfg.ConfigFileValueError as exc:
+                    return _describe(exc, key, name)
+                except cfg.Error:
+                    continue
+    return None
+
+
+def _describe(exc: cfg.ConfigFileValueError, group: str, name: str) -> str:
+    text = str(exc)
+    where = re.search(r"detail='([^']+)'", text)
+    reason = text.rpartition(" is not valid: ")[2]
+    return (f"invalid value of [{group}]{name}{' in ' + where[1] if where else ''}: "
+            f"{reason}")
 
 
 class _ExplicitErrorsOnly(logging.Formatter):

@@ -5,6 +5,7 @@ oslo_messaging is imported anywhere, so every module that needs oslo_messaging i
 through :func:`oslo_messaging_module`.
 """
 
+import logging
 import warnings
 from types import ModuleType
 
@@ -18,10 +19,24 @@ def init_threading_backend() -> None:
         backend.init_backend(backend.BackendType.THREADING)
 
 
+#: AMQP's basic.cancel: the broker cancels the consumer of a queue deleted while the channel
+#: closes (our fanout and reply queues auto-delete at stop). amqp warns of it at every stop.
+_CANCEL_WHILE_CLOSING = (60, 30)
+
+
+def _not_a_cancel_while_closing(record: logging.LogRecord) -> bool:
+    return not (str(record.msg).startswith("Received method %s during closing channel")
+                and isinstance(record.args, tuple) and record.args
+                and record.args[0] == _CANCEL_WHILE_CLOSING)
+
+
 def oslo_messaging_module() -> ModuleType:
     """Import oslo_messaging after selecting the threading backend."""
     # futurist imports eventlet when it is installed, which warns although we never use it.
     warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+    amqp_log = logging.getLogger("amqp")
+    if _not_a_cancel_while_closing not in amqp_log.filters:
+        amqp_log.addFilter(_not_a_cancel_while_closing)
     init_threading_backend()
     import oslo_messaging  # noqa: PLC0415 - must follow backend selection
     return oslo_messaging

@@ -52,6 +52,11 @@ dnsmasq_opts = [
     cfg.StrOpt("ipxe_script_url",
                help="iPXE chaining: clients whose user class is 'iPXE' get this script URL, "
                     "the others get the BIOS/UEFI boot file above (normally an iPXE build)."),
+    cfg.StrOpt("ipv6_ipxe_script_url",
+               help="iPXE chaining over DHCPv6: the script URL iPXE clients get in "
+                    "option6:bootfile-url, reachable over IPv6 (e.g. http://[2001:db8::1]/"
+                    "boot.ipxe). Unset: ipxe_script_url, which an IPv6-only client cannot "
+                    "reach when it names an IPv4 address."),
     cfg.StrOpt("http_boot_url",
                help="Boot URL for x86-64 UEFI HTTP boot clients (client arch 16)."),
     cfg.StrOpt("tftp_root",

@@ -62,6 +62,7 @@ class DnsmasqSettings:
     uefi_bootfile: str | None
     uefi_arm64_bootfile: str | None
     ipxe_script_url: str | None
+    ipv6_ipxe_script_url: str | None
     http_boot_url: str | None
     tftp_root: str | None
     tftp_server: str | None
@@ -335,6 +336,7 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
         uefi_bootfile=check.bootfile("uefi_bootfile"),
         uefi_arm64_bootfile=check.bootfile("uefi_arm64_bootfile"),
         ipxe_script_url=check.url("ipxe_script_url", ("http", "https")),
+        ipv6_ipxe_script_url=check.url("ipv6_ipxe_script_url", ("http", "https")),
         http_boot_url=check.url("http_boot_url", ("http", "https")),
         tftp_root=tftp_root, tftp_server=tftp_server,
         ipv6_bootfile_url=check.url("ipv6_bootfile_url", ("tftp", "http", "https")),
@@ -344,7 +346,7 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
         pid_file=check.path("pid_file"), log_dhcp=bool(check.raw("log_dhcp")),
         log_facility=_log_facility(check),
         user=check.match("user", _USER, "a user name (lower-case letters, digits, '_', '-')"))
-    for name in ("ipv6_bootfile_url", "ipv6_arm64_bootfile_url"):
+    for name in ("ipv6_bootfile_url", "ipv6_arm64_bootfile_url", "ipv6_ipxe_script_url"):
         if getattr(settings, name) and not settings.range_v6:
             check.problems.append(f"[dnsmasq]{name} is set without dhcp_range_v6: "
                                   "no DHCPv6 client would receive it")

@@ -110,6 +110,15 @@ def render_human(data: dict, verdict: str) -> str:
     return "\n".join(lines)
 
 
+def _emit(text: str) -> None:
+    """Print ``text``; a reader that left early (`| head -c 1`) is not an error of ours."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # What is still buffered must not fail again at exit: stdout goes nowhere now.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     args = build_parser().parse_args(argv)
@@ -137,9 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = (f"ironic-pxe-filter is not running, or has not finished its first sync: "
                    f"no state file {path}")
         if args.format == "json":
-            print(json.dumps({"running": False, "state_file": path, "message": message}))
+            _emit(json.dumps({"running": False, "state_file": path, "message": message}))
         else:
-            print(message)
+            _emit(message)
         return NOT_RUNNING
     except (OSError, ValueError) as exc:
         print(f"{PROG}: cannot read the state file {path}: {exc}", file=sys.stderr)
@@ -147,9 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     running, verdict = assess(data)
     if args.format == "json":
         data.update(running=running, state_file=path, message=verdict)
-        print(json.dumps(data, indent=1, sort_keys=True))
+        _emit(json.dumps(data, indent=1, sort_keys=True))
     else:
-        print(render_human(data, verdict))
+        _emit(render_human(data, verdict))
     return 0 if running else NOT_RUNNING
 
 

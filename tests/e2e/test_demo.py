@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -94,3 +95,16 @@ def test_demo_enrolls_a_posted_machine_and_denies_its_mac(tmp_path):
     assert "Stopped." in output.read_text()
     wait_for(lambda: not processes_using(demo_dir / "demo.conf"), 5,
              lambda: f"left running: {processes_using(demo_dir / 'demo.conf')}")
+
+
+def test_a_busy_demo_port_is_named_before_anything_starts(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = dict(os.environ, DEMO_DIR=str(tmp_path / "demo"), DEMO_PORT=str(port))
+        done = subprocess.run([str(REPO / "scripts" / "demo")], capture_output=True, text=True,
+                              env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1
+    assert f"DEMO_PORT={port}: 127.0.0.1 port {port} is busy" in done.stderr
+    assert "API runs at" not in done.stdout and "stopped by itself" not in done.stderr

@@ -115,7 +115,8 @@ def test_provision_states(api):
     assert api.client.put(path, json={"target": "abort"}).status_code == 400
     assert api.client.put(path, json={"target": "manage"}).json["provision_state"] == \
         "manageable"
-    assert api.client.put(path, json={"target": "deploy"}).status_code == 400
+    assert api.client.put(path, json={"target": "deploy"}).status_code == 501  # Ironic's, unserved
+    assert api.client.put(path, json={"target": "frobnicate"}).status_code == 400
     assert api.client.put(path, json=["inspect"]).status_code == 400
     assert api.client.put("/v1/nodes/ghost/states/provision",
                           json={"target": "inspect"}).status_code == 404

@@ -222,7 +222,9 @@ def test_usage_errors_the_parser_cannot_see_exit_2(cli):
                         (("rule", "set", str(uuid.uuid4())), "nothing to change"),
                         (("rule", "unset", str(uuid.uuid4())), "nothing to unset"),
                         (("rule", "list", "--url", "ftp://x"), "--url must be"),
-                        (("filters", "notify"), "nothing to send")):
+                        (("filters", "notify"), "nothing to send"),
+                        (("filters", "notify", "--allow", "zz:zz"),
+                         "invalid MAC address 'zz:zz'")):
         code, _, err = cli(*argv)
         assert code == 2, (argv, err)
         assert words in err and err.count("\n") == 1

@@ -85,3 +85,5 @@ def test_walkthrough_runs_on_a_fresh_machine(tmp_path, rabbit_site):
     assert "IPMI credentials of freshly discovered nodes" in result.stdout  # rule list
     assert "52:54:00:6e:1a:01,ignore\n" in result.stdout  # enrolled, then denied
     assert "enroll" in result.stdout  # node list
+    # The imported rules matched the BMC address: node list shows the ipmi driver.
+    assert re.search(r"\bipmi\b.*\benroll\b", result.stdout)

@@ -115,6 +115,18 @@ def test_ipxe_chaining(tmp_path):
     assert {"enable-tftp", "tftp-root=/srv/tftp"} <= set(lines)
 
 
+def test_ipxe_over_dhcpv6_gets_its_own_script_url(tmp_path):
+    lines = rendered(tmp_path, {**BASE, "ipxe_script_url": "http://192.0.2.1:8080/boot.ipxe",
+                                "ipv6_ipxe_script_url": "http://[2001:db8::1]:8080/boot.ipxe",
+                                "ipv6_bootfile_url": "http://[2001:db8::1]:8080/snponly.efi",
+                                "dhcp_range_v6": "2001:db8::100,2001:db8::1ff"})
+    assert "dhcp-boot=tag:ipxe,http://192.0.2.1:8080/boot.ipxe" in lines  # DHCPv4 unchanged
+    v6 = [line for line in lines if "option6:bootfile-url" in line]
+    assert v6 == ["dhcp-option=tag:ipxe,option6:bootfile-url,http://[2001:db8::1]:8080/boot.ipxe",
+                  "dhcp-option=tag:!ipxe,tag:efi64,option6:bootfile-url,"
+                  "http://[2001:db8::1]:8080/snponly.efi"]
+
+
 def test_without_ipxe_script_every_client_gets_its_boot_file(tmp_path):
     lines = rendered(tmp_path, {**BASE, "bios_bootfile": "pxelinux.0",
                                 "uefi_bootfile": "grub/shimx64.efi",
@@ -188,6 +200,9 @@ INVALID = [
     ({**BASE, "dhcp_range_v6": "2001:db8::1,2001:db8::9,48"}, "prefix length must be a number"),
     ({**BASE, "ipv6_bootfile_url": "tftp://[2001:db8::1]/x"}, "without dhcp_range_v6"),
     ({**BASE, "ipv6_arm64_bootfile_url": "tftp://[2001:db8::1]/x"}, "without dhcp_range_v6"),
+    ({**BASE, "ipv6_ipxe_script_url": "http://[2001:db8::1]/x"}, "without dhcp_range_v6"),
+    ({**BASE, "dhcp_range_v6": "2001:db8::1,2001:db8::9",
+      "ipv6_ipxe_script_url": "tftp://[2001:db8::1]/x"}, "starting with http or https"),
     ({**BASE, "ipxe_script_url": "http://192.0.2.1/boot.ipxe,extra"}, "without spaces, commas"),
     ({**BASE, "ipxe_script_url": "ftp://192.0.2.1/boot.ipxe"}, "starting with http or https"),
     ({**BASE, "http_boot_url": "/ipxe.efi"}, "starting with http or https"),
