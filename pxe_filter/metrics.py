@@ -133,6 +133,9 @@ class FilterMetrics:
             "by outcome (removed; emptied: could not be deleted; failed: attempts that could "
             "do neither, dnsmasq is stopped meanwhile; gone: deleted by someone else)",
             ["outcome"], registry=self.registry)
+        self.served_denied = Counter(
+            PREFIX + "served_denied", "Leases dnsmasq granted to MACs the database denied at "
+            "that moment (each logged at CRITICAL and closed at once)", registry=self.registry)
         for outcome in ("removed", "emptied", "failed", "gone"):
             self.foreign_files.labels(outcome=outcome)
         for origin in ("sync", "broadcast"):
