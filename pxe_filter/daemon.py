@@ -295,6 +295,7 @@ class Daemon:
         self.guard = OutageGuard(source, lambda: self.options.outage_deny_unknown,
                                  self._close_unknown_after_outage)
         sync.on_broadcast = self._after_broadcast
+        sync.on_read = self._after_read
         sync.on_pending = lifecycle.wake
         self.failsafe = FailSafe(sync.hostsdir, control, status,
                                  reload_dnsmasq=self._reload_dnsmasq, wake=lifecycle.wake)
@@ -473,10 +474,17 @@ class Daemon:
         self.failsafe.after_foreign(report)
 
     def _after_broadcast(self, result: BroadcastResult) -> None:
-        if result.written > self._threshold():
-            self._reload_dnsmasq(f"a broadcast rewrote {result.written} files")
+        self._reload_beyond_threshold(result)
         self.metrics.broadcast(result)
         self.status.broadcast(result)
+
+    def _after_read(self, result: BroadcastResult) -> None:
+        self._reload_beyond_threshold(result)
+        self.metrics.written(result)
+
+    def _reload_beyond_threshold(self, result: BroadcastResult) -> None:
+        if result.written > self._threshold():
+            self._reload_dnsmasq(f"{result.written} files rewritten at once")
 
     # -- running -----------------------------------------------------------------------
     def run_loop(self) -> None:
