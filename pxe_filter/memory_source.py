@@ -1,7 +1,7 @@
 """Nodes and ports held in memory, read as :class:`pxe_filter.source.DatabaseSource` reads
 the database: for tests and tools."""
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 from pxe_filter.common import macs
 from pxe_filter.policy import UNSCOPED, Scope, nodes_on_inspection
@@ -31,20 +31,29 @@ class MemorySource:
 
     def lookup(self, addresses: Collection[str] = (), nodes: Collection[str] = (),
                ports: Collection[str] = (), *, supported_interfaces: Collection[str],
-               scope: Scope = UNSCOPED) -> Lookup:
-        """The ports of these MACs, node UUIDs and port UUIDs, as the database source reads."""
-        found = Lookup(any_served=bool(self._served(supported_interfaces, scope)))
-        known = {node_uuid(node_id) for node_id in self.nodes}
-        found.missing_nodes = set(nodes) - known
+               scope: Scope = UNSCOPED, held: Mapping[str, Collection[str]] = {}) -> Lookup:
+        """The ports of these MACs, port UUIDs and nodes, as the database source reads."""
+        served = self._served(supported_interfaces, scope)
+        found = Lookup(any_served=bool(served), asked=set(addresses))
+        by_uuid = {node_uuid(node_id): node_id for node_id in self.nodes}
+        found.missing_nodes = set(nodes) - set(by_uuid)
+        for uuid in set(nodes) & set(by_uuid):
+            if by_uuid[uuid] in served:
+                found.served_nodes[uuid] = set()
+            else:
+                found.unserved_nodes.add(uuid)
+                found.asked.update(held.get(uuid, ()))
         for address, node_id, *uuid in self.ports:
             port = uuid[0] if uuid else f"port-{address}"
             try:
                 mac = macs.normalize_mac(address)
             except macs.InvalidMAC:
                 continue
-            if mac in addresses or port in ports or node_uuid(node_id) in nodes:
-                owner = node_uuid(node_id) if node_id in self.nodes else None
+            owner = node_uuid(node_id) if node_id in self.nodes else None
+            if mac in found.asked or port in ports or owner in found.served_nodes:
                 found.ports[mac] = PortView(owner, *self._node(node_id))
+                if owner in found.served_nodes:
+                    found.served_nodes[owner].add(mac)
         return found
 
     def _served(self, supported_interfaces: Collection[str], scope: Scope) -> set[int]:
@@ -57,6 +66,8 @@ class MemorySource:
         ``wildcard``)."""
         snap = Snapshot(self._served(supported_interfaces, scope))
         for address, node_id, *_ in self.ports:
+            if node_id in snap.inspecting:
+                snap.served_by.setdefault(node_uuid(node_id), set()).add(address)
             outside = node_id not in self.nodes or not scope.contains(*self._node(node_id)[2:])
             if scope.scoped and not scope.deny_outside and outside:
                 continue

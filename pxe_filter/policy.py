@@ -28,6 +28,9 @@ class DesiredState:
     deny: set[str] = field(default_factory=set)
     unknown_allowed: bool = False
     invalid: int = 0
+    #: The MACs served for each served node (by UUID): what to re-check when it stops being
+    #: served, without reading every port to find them.
+    served_by: dict[str, set[str]] = field(default_factory=dict)
 
     def decision(self, mac: str) -> bool:
         """True if dnsmasq should serve ``mac`` (a canonical MAC)."""

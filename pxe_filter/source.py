@@ -12,7 +12,7 @@ tests and tools.
 """
 
 import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from sys import intern
@@ -23,7 +23,13 @@ from sqlalchemy.engine import Engine
 
 from pxe_filter.common import macs
 from pxe_filter.common.database import DatabaseError, bounded_read, describe_url, error_reason
-from pxe_filter.policy import INSPECTION_STATES, UNSCOPED, Scope, nodes_on_inspection
+from pxe_filter.policy import (
+    INSPECTION_STATES,
+    UNSCOPED,
+    Scope,
+    nodes_on_inspection,
+    pxe_allowed,
+)
 
 _nodes = sa.table("nodes", sa.column("id"), sa.column("uuid"), sa.column("provision_state"),
                   sa.column("inspect_interface"), sa.column("conductor_group"),
@@ -59,6 +65,10 @@ class Snapshot:
     inspecting: set[int]
     on_inspection: set[str | None] = field(default_factory=set)
     others: set[str | None] = field(default_factory=set)
+    #: Raw addresses of each served node's ports, by node UUID (a few nodes, not all).
+    served_by: dict[str, set[str]] = field(default_factory=dict)
+    #: UUID of each served node id.
+    uuids: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,12 @@ class Lookup:
     missing_nodes: set[str] = field(default_factory=set)
     #: Whether any in-scope node's ports are served (unknown MACs then are too).
     any_served: bool = False
+    #: Nodes asked for whose ports are served now, with their MACs (all their ports read).
+    served_nodes: dict[str, set[str]] = field(default_factory=dict)
+    #: Nodes asked for whose ports are not served now (their ports were not read).
+    unserved_nodes: set[str] = field(default_factory=set)
+    #: Every MAC looked up by address (those asked, and those held for unserved nodes).
+    asked: set[str] = field(default_factory=set)
 
 
 #: UUIDs or MACs per ``IN (...)`` read: a flood of hints is read a batch at a time.
@@ -99,9 +115,10 @@ class Source(Protocol):
 
     def lookup(self, addresses: Collection[str] = (), nodes: Collection[str] = (),
                ports: Collection[str] = (), *, supported_interfaces: Collection[str],
-               scope: Scope = UNSCOPED) -> Lookup:
-        """The ports of these canonical MACs, of these node UUIDs and these port UUIDs, with
-        their nodes, and whether any node is served; raises DatabaseError."""
+               scope: Scope = UNSCOPED, held: Mapping[str, Collection[str]] = {}) -> Lookup:
+        """The ports of these canonical MACs, of these port UUIDs and of these nodes (all
+        its ports for a node served now; for another, the MACs ``held`` says were served for
+        it), with their nodes, and whether any node is served; raises DatabaseError."""
         ...
 
     def describe(self) -> str:
@@ -146,13 +163,13 @@ class DatabaseSource:
 
     def lookup(self, addresses: Collection[str] = (), nodes: Collection[str] = (),
                ports: Collection[str] = (), *, supported_interfaces: Collection[str],
-               scope: Scope = UNSCOPED) -> Lookup:
+               scope: Scope = UNSCOPED, held: Mapping[str, Collection[str]] = {}) -> Lookup:
         """By the unique, indexed ``ports.address``, ``ports.uuid`` and ``nodes.uuid``, a
-        batch per query. Ironic's schema has no index on ``ports.node_id``: asking for nodes
-        costs one scan of the port table per batch, so callers ask for MACs where they can."""
+        batch per query. Ironic's schema has no index on ``ports.node_id``: the ports of a
+        node are read (one scan of the port table per batch) only when it is served now."""
         return self._read(lambda conn: _lookup(
             conn, wanted_macs=addresses, nodes=nodes, ports=ports,
-            supported_interfaces=supported_interfaces, scope=scope))
+            supported_interfaces=supported_interfaces, scope=scope, held=held))
 
     def describe(self) -> str:
         """The database URL, password hidden."""
@@ -165,43 +182,55 @@ class DatabaseSource:
 
 def _lookup(conn: sa.Connection, *, wanted_macs: Collection[str], nodes: Collection[str],
             ports: Collection[str], supported_interfaces: Collection[str],
-            scope: Scope) -> Lookup:
+            scope: Scope, held: Mapping[str, Collection[str]]) -> Lookup:
     found = Lookup()
     columns = (_ports.c.address, _nodes.c.uuid, *_policy_columns(scope))
     joined = _ports.outerjoin(_nodes, _nodes.c.id == _ports.c.node_id)
+    wanted = set(wanted_macs)
     with _transaction(conn):
-        for column, keys in ((_ports.c.address, wanted_macs), (_ports.c.uuid, ports)):
+        served_ids = []
+        for chunk in _batches(nodes):
+            rows = conn.execute(sa.select(_nodes.c.id, _nodes.c.uuid, *_policy_columns(scope))
+                                .where(_nodes.c.uuid.in_(chunk))).all()
+            found.missing_nodes.update(set(chunk) - {row[1] for row in rows})
+            for node_id, uuid, *rest in rows:
+                state, interface, group, shard = _policy(rest, scope)
+                if pxe_allowed(state, interface, supported_interfaces, scope=scope,
+                               conductor_group=group, shard=shard):
+                    served_ids.append(node_id)
+                    found.served_nodes[uuid] = set()
+                else:  # its ports are not read: only the MACs served for it can change
+                    wanted.update(held.get(uuid, ()))
+                    found.unserved_nodes.add(uuid)
+        for column, keys in ((_ports.c.address, wanted), (_ports.c.uuid, ports),
+                             (_ports.c.node_id, served_ids)):
             for chunk in _batches(keys):
                 for address, node, *rest in conn.execute(
                         sa.select(*columns).select_from(joined).where(column.in_(chunk))):
-                    _found_port(found, address, node, _policy(rest, scope))
-        for chunk in _batches(nodes):
-            ids = {row[0]: row[1] for row in conn.execute(
-                sa.select(_nodes.c.id, _nodes.c.uuid).where(_nodes.c.uuid.in_(chunk)))}
-            found.missing_nodes.update(set(chunk) - set(ids.values()))
-            if ids:
-                for address, node, *rest in conn.execute(
-                        sa.select(*columns).select_from(joined)
-                        .where(_ports.c.node_id.in_(sorted(ids)))):
-                    _found_port(found, address, node, _policy(rest, scope))
+                    mac = _found_port(found, address, node, _policy(rest, scope))
+                    if mac is not None and node in found.served_nodes:
+                        found.served_nodes[node].add(mac)
         found.any_served = conn.execute(
             sa.select(_nodes.c.id)
             .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES)),
                    _nodes.c.inspect_interface.in_(sorted(supported_interfaces)),
                    *scope_clauses(scope))
             .limit(1)).first() is not None
+    found.asked = wanted
     return found
 
 
-def _found_port(found: Lookup, address: str | None, node: str | None, policy: tuple) -> None:
-    """Record one port row under its canonical MAC (invalid stored addresses are skipped:
-    the full sync reports them)."""
+def _found_port(found: Lookup, address: str | None, node: str | None,
+                policy: tuple) -> str | None:
+    """Record one port row under its canonical MAC, which is returned (invalid stored
+    addresses are skipped: the full sync reports them)."""
     try:
         mac = macs.normalize_mac(address) if address else None
     except macs.InvalidMAC:
         mac = None
     if mac is not None:
         found.ports[mac] = PortView(node, *policy)
+    return mac
 
 
 def _batches(keys: Collection[str]) -> Iterator[list[str]]:
@@ -240,7 +269,7 @@ def snapshot_queries(scope: Scope) -> tuple[sa.Select, sa.Select]:
     A scoped filter reads only in-scope nodes, so out-of-scope ports land in the denied set;
     with ``wildcard`` it reads only in-scope nodes' ports too (a join on the node).
     """
-    nodes = sa.select(_nodes.c.id, *_policy_columns(scope)).where(
+    nodes = sa.select(_nodes.c.id, _nodes.c.uuid, *_policy_columns(scope)).where(
         _nodes.c.provision_state.in_(sorted(INSPECTION_STATES)), *scope_clauses(scope))
     ports = sa.select(_ports.c.address, _ports.c.node_id)
     if scope.scoped and not scope.deny_outside:
@@ -264,8 +293,9 @@ def _read_snapshot(conn: sa.Connection, supported_interfaces: Collection[str],
             cursor.execute(_compiled(conn.engine, nodes_query))
             nodes = cursor.fetchall()
             snap = Snapshot(nodes_on_inspection(
-                ((row[0], *_policy(row[1:], scope)) for row in nodes),
+                ((row[0], *_policy(row[2:], scope)) for row in nodes),
                 supported_interfaces, scope))
+            snap.uuids = {row[0]: row[1] for row in nodes if row[0] in snap.inspecting}
             cursor.execute(_compiled(conn.engine, ports_query))
             _split_ports(cursor, snap)
         finally:
@@ -290,8 +320,10 @@ def _split_ports(cursor, snap: Snapshot) -> None:
     inspecting = snap.inspecting
     while rows := cursor.fetchmany(_CHUNK):
         if inspecting:
-            snap.on_inspection.update(_interned([address for address, node_id in rows
-                                                 if node_id in inspecting]))
+            served = [(address, node_id) for address, node_id in rows if node_id in inspecting]
+            snap.on_inspection.update(_interned([address for address, _ in served]))
+            for address, node_id in served:
+                snap.served_by.setdefault(snap.uuids[node_id], set()).add(address)
             snap.others.update(_interned([address for address, node_id in rows
                                           if node_id not in inspecting]))
         else:

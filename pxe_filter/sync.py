@@ -198,10 +198,13 @@ class FilterSync:
             with self._lock:
                 self._requeue(*hinted)
             raise
+        served_by = snap.served_by
         desired = policy.compute_split(snap.on_inspection, snap.others,
                                        bool(snap.inspecting), discovery_enabled=discovery,
                                        deny_unknown_macs=deny_unknown)
         del snap
+        desired.served_by = {node: {mac for mac in addresses if mac in desired.allow}
+                             for node, addresses in served_by.items()}
         result = SyncResult(unknown_allowed=desired.unknown_allowed, invalid=desired.invalid)
         self._syncs += 1
         if self._reread_pending or self._syncs % FULL_READ_EVERY == 0:
@@ -339,10 +342,12 @@ class FilterSync:
                 generation = self._generation
                 interfaces, scope = self.supported_interfaces, self.scope
                 hinted = self._take_hints()
+                held = {node: set(self.desired.served_by[node]) for node in hinted[1]
+                        if node in self.desired.served_by}
             wanted, nodes, ports = hinted
             try:
-                found = self.source.lookup(wanted, nodes, ports,
-                                           supported_interfaces=interfaces, scope=scope)
+                found = self.source.lookup(wanted, nodes, ports, supported_interfaces=interfaces,
+                                           scope=scope, held=held)
             except Exception:
                 with self._lock:
                     self._requeue(*hinted)
@@ -369,7 +374,11 @@ class FilterSync:
         desired.unknown_allowed = self.closed_unknown is None and policy.unknown_allowed(
             found.any_served, discovery_enabled=self.discovery_enabled,
             deny_unknown_macs=self.deny_unknown_macs)
-        read = wanted | set(found.ports)
+        for node, served in found.served_nodes.items():
+            desired.served_by[node] = served
+        for node in found.unserved_nodes:
+            desired.served_by.pop(node, None)
+        read = wanted | found.asked | set(found.ports)
         for mac, allow in _verdicts(found, read, interfaces, scope).items():
             if allow is None:
                 desired.forget(mac)  # no port here: the unknown-MAC policy decides

@@ -128,7 +128,9 @@ def test_forged_notifications_open_nothing(follower):
 
 def test_unsupported_interface_is_never_served(follower):
     f, source, hostsdir = follower
-    source.ports.append((M3, 3, "00000000-0000-4000-9000-000000000003"))
+    port = "00000000-0000-4000-9000-000000000003"
+    source.ports.append((M3, 3, port))
+    notify(f, "baremetal.port.create.end", uuid=port, node_uuid=node_uuid(3), address=M3)
     notify(f, "baremetal.node.provision_set.success", uuid=node_uuid(3))
     assert content(hostsdir, M3) == f"{M3},ignore\n"
 

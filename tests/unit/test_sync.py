@@ -300,9 +300,18 @@ def test_lookup_reads_ports_by_mac_port_and_node(engine, hosts):
     assert (found.ports[M1].node_uuid, found.ports[M1].provision_state) == (node_uuid,
                                                                            "inspect wait")
     found = source.lookup(nodes=[node_uuid, "gone"], ports=[port_uuid],
-                          supported_interfaces=["redfish"])
+                          supported_interfaces=["agent"])
     assert set(found.ports) == {M1, M2, M3} and found.missing_nodes == {"gone"}
-    assert not found.any_served and found.ports[M3].provision_state == "active"
+    assert found.served_nodes == {node_uuid: {M1, M2}}
+    assert found.ports[M3].provision_state == "active"
+    # A node not served now: its ports are not scanned for (Ironic has no index on
+    # ports.node_id), only the MACs held as served for it are read, by address.
+    statements = []
+    event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    found = source.lookup(nodes=[node_uuid], supported_interfaces=["redfish"],
+                          held={node_uuid: {M2}})
+    assert set(found.ports) == {M2} and found.unserved_nodes == {node_uuid}
+    assert not found.any_served and not any("node_id IN" in s for s in statements)
     assert source.unanswered_for() == 0
 
 
