@@ -625,7 +625,7 @@ class Daemon:
         if not self.sync.hostsdir.failing:
             return
         try:
-            self.sync.retry_failed()
+            self.sync.converge(failing_only=True)
         except OSError as exc:
             LOG.debug("Retry of the failed files: cannot list the hostsdir: %s", exc)
 

@@ -6,10 +6,10 @@ import logging
 import pytest
 
 from pxe_filter.common.database import DatabaseError
-from pxe_filter.memory_source import MemorySource, node_uuid
 from pxe_filter.notifications import payloads as notifications
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.sync import FilterSync
+from tests.support.memory_source import MemorySource, node_uuid
 
 NODE = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 M1, M2, M3 = "52:54:00:00:99:01", "52:54:00:00:99:02", "52:54:00:00:99:03"
