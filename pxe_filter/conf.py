@@ -29,13 +29,18 @@ pxe_filter_opts = [
                 help="Always refuse MACs that match no port, even during inspection or with "
                      "auto-discovery enabled (which then cannot work)."),
     cfg.IntOpt("database_outage_deny_unknown", default=300, min=0, mutable=True,
-               help="Seconds without a successful sync (the database not answering) after "
-                    "which MACs of no port are denied until the database answers again, "
+               help="Seconds the database may leave a read unanswered (refused, failing or "
+                    "hung) before MACs of no port are denied until it answers again, "
                     "whatever the policy said before: no inspection may end unseen while "
-                    "unknown machines stay served. MACs with a port keep their last "
-                    "verdict and broadcasts still apply; auto-discovery of new machines "
-                    "stops meanwhile. 0 never closes them. Needs a periodic sync "
-                    "(sync_period > 0)."),
+                    "unknown machines stay served. Counted on its own clock from the first "
+                    "unanswered read. MACs with a port keep their last verdict and denies "
+                    "still apply; auto-discovery of new machines stops meanwhile. 0 never "
+                    "closes them."),
+    cfg.FloatOpt("database_read_timeout", default=10.0, min=0.5, mutable=True,
+                 help="Seconds one read of the database (a full sync's or a lookup's) may "
+                      "take before its connection is cut and the read counts as failed, "
+                      "whatever the server does (a frozen server never answers; its "
+                      "kernel keeps the connection open)."),
     cfg.BoolOpt("purge_stale_files", default=False, mutable=True,
                 help="Delete the files of MACs that no port has any more. Each deletion is "
                      "followed at once by a dnsmasq reload (dnsmasq forgets a deleted file "

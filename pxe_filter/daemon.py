@@ -6,15 +6,24 @@ wildcard, runs the first full sync, starts the watcher, dnsmasq and the broadcas
 READY=1 (sent by :func:`pxe_filter.common.lifecycle.run`) therefore means the first full sync
 is done and dnsmasq was started or told to re-read the hostsdir. dnsmasq's own configuration
 is written by ``ironic-pxe-filter render-dnsmasq-config``, never by the daemon.
+
+The main loop is the one writer of decisions read from the database: the periodic full sync,
+the MACs, nodes and ports hinted by broadcasts and notifications, and the leases dnsmasq
+reports. Each pass pings systemd's watchdog, so only a loop that makes progress keeps the
+daemon alive; every database read in it is bounded in time. The database outage rule runs on
+a clock of its own (:class:`OutageGuard`), so a hung database closes unknown MACs on time.
 """
 
 import logging
 import os
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from oslo_config import cfg
 
+from pxe_filter import leases
 from pxe_filter.checks import (
     FatalConfigError,
     FatalError,
@@ -29,6 +38,7 @@ from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.failsafe import FailSafe
 from pxe_filter.foreign_files import ForeignReport
+from pxe_filter.hostsdir import WILDCARD_MAC
 from pxe_filter.hostsdir_lock import HostsdirLock
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notifications.follower import NotificationFollower
@@ -45,6 +55,15 @@ LOG = logging.getLogger(__name__)
 #: Seconds between checks that the hostsdir is still the directory dnsmasq watches
 #: (inotify reports a removal at once; a directory mounted over it only shows in a stat).
 HOSTSDIR_CHECK = 1.0
+#: Seconds between attempts to read hinted MACs while the database fails.
+HINT_RETRY = 1.0
+#: Least seconds between full syncs asked for outside the period (deleted nodes, outages).
+DUE_SYNC_INTERVAL = 5.0
+#: Seconds between saves of the lease book.
+LEASE_SAVE_INTERVAL = 5.0
+#: A lease granted this many seconds before the filter closed its MAC is the filter's
+#: reaction time (logged at WARNING); an older one, or one after, is a served denial.
+LEASE_GRACE = 5.0
 
 
 def _monotonic_usec() -> int:
@@ -59,9 +78,10 @@ class Options:
     supported_interfaces: list[str]
     discovery_enabled: bool
     deny_unknown_macs: bool
-    #: Seconds without a successful sync before unknown MACs are denied (0: never).
+    #: Seconds without an answered read before unknown MACs are denied (0: never).
     outage_deny_unknown: int = 0
     scope: Scope = UNSCOPED
+    read_timeout: float = 10.0
 
     @classmethod
     def read(cls, conf: cfg.ConfigOpts) -> "Options":
@@ -72,7 +92,7 @@ class Options:
                        conf.auto_discovery.enabled, opts.deny_unknown_macs,
                        opts.database_outage_deny_unknown,
                        Scope.from_options(opts.conductor_groups, opts.shards,
-                                          opts.out_of_scope))
+                                          opts.out_of_scope), opts.database_read_timeout)
         except (cfg.Error, ValueError) as exc:
             raise FatalConfigError(f"invalid configuration: {exc}") from None
 
@@ -138,7 +158,7 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
         engine.dispose()
         raise FatalError(f"{exc}; check [database]connection and that the database server "
                          f"is running") from None
-    source = DatabaseSource(engine)
+    source = DatabaseSource(engine, options.read_timeout)
 
     def should_stop() -> bool:
         # Called for every file a sync writes: a long sync still feeds the watchdog.
@@ -171,8 +191,7 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
         dir_fd=None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd))
     status.scope = lambda: sync.scope.describe()  # noqa: PLW0108 - replaced on SIGHUP
     metrics = FilterMetrics(status)
-    follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces,
-                                    lambda: sync.scope)
+    follower = NotificationFollower(sync)
     if notification_url:
         notification_listener = NotificationListener(
             notification_url, conf.host, list(conf.pxe_filter.notification_topics),
@@ -184,11 +203,8 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
     if transport_url:
         from pxe_filter import rpc  # noqa: PLC0415 - oslo.messaging only when configured
 
-        def after_broadcast() -> None:
-            metrics.broadcast_received()
-            _follow_unknown(source, sync)
-
-        listener = rpc.BroadcastListener(transport_url, conf.host, sync, after=after_broadcast)
+        listener = rpc.BroadcastListener(transport_url, conf.host, sync,
+                                         after=metrics.broadcast_received)
     else:
         listener = _NoListener()
     lock = HostsdirLock(hostsdir, sync.hostsdir.dir_fd)
@@ -198,19 +214,49 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
         source.close()
         raise
     warn_conflicts(options.discovery_enabled, options.deny_unknown_macs)
+    spool = None if once else (conf.dnsmasq.lease_report_dir or None)
+    book = leases.LeaseBook(leases.book_path(state_path) if spool else None)
     return Daemon(conf, lifecycle, options, sync=sync, source=source, control=control,
                   status=status, listener=listener, lock=lock, once=once,
                   follower=follower if notification_url else None,
-                  notification_listener=notification_listener, metrics=metrics)
+                  notification_listener=notification_listener, metrics=metrics,
+                  lease_spool=spool, lease_book=book)
 
 
-def _follow_unknown(source: DatabaseSource, sync: FilterSync) -> None:
-    """After a broadcast: serve unknown MACs iff a node is on inspection now."""
-    try:
-        sync.follow_unknown(source.any_served(sync.supported_interfaces, sync.scope))
-    except DatabaseError as exc:
-        LOG.warning("Unknown-MAC policy not re-checked after a broadcast: %s; the next sync "
-                    "will", exc)
+class OutageGuard:
+    """Closes unknown MACs once the database has left a read unanswered for the configured
+    limit, on a thread of its own: a read hung in the main loop cannot hold it up."""
+
+    def __init__(self, source: DatabaseSource, limit: Callable[[], int],
+                 close: Callable[[float], None]) -> None:
+        self.source = source
+        self.limit = limit
+        self.close = close
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Check every second from now on."""
+        self._thread = threading.Thread(target=self._run, name="database-outage-guard",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop checking."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.check()
+
+    def check(self) -> None:
+        """Close unknown MACs now if the outage has lasted the limit."""
+        limit = self.limit()
+        down = self.source.unanswered_for()
+        if limit and down >= limit:
+            self.close(down)
 
 
 class Daemon:
@@ -220,7 +266,9 @@ class Daemon:
                  sync: FilterSync, source: DatabaseSource, control: Control,
                  status: state.StatusRecorder, listener, lock: HostsdirLock,
                  once: bool = False, follower: NotificationFollower | None = None,
-                 notification_listener=None, metrics: FilterMetrics | None = None) -> None:
+                 notification_listener=None, metrics: FilterMetrics | None = None,
+                 lease_spool: str | None = None,
+                 lease_book: leases.LeaseBook | None = None) -> None:
         self.conf = conf
         self.lifecycle = lifecycle
         self.options = options
@@ -238,10 +286,17 @@ class Daemon:
             self.metrics.registry, conf.pxe_filter.prometheus_host,
             0 if once else conf.pxe_filter.prometheus_port)
         self._warned_purge = False
-        #: When the last full sync succeeded (monotonic); a database outage counts from it.
-        self._last_good_sync = time.monotonic()
-        self._database_failing = False  # the last sync could not read the database
+        #: dnsmasq's lease reports (None: not watched) and each MAC's last DHCP.
+        self.lease_spool = lease_spool
+        self.lease_book = lease_book if lease_book is not None else leases.LeaseBook(None)
+        self._lease_saved = 0.0
+        self._hints_retry_at = 0.0
+        self._due_sync_at = 0.0
+        self.guard = OutageGuard(source, lambda: self.options.outage_deny_unknown,
+                                 self._close_unknown_after_outage)
         sync.on_broadcast = self._after_broadcast
+        sync.on_read = self._after_read
+        sync.on_pending = lifecycle.wake
         self.failsafe = FailSafe(sync.hostsdir, control, status,
                                  reload_dnsmasq=self._reload_dnsmasq, wake=lifecycle.wake)
         sync.after_writes = self.failsafe.after_writes
@@ -286,11 +341,10 @@ class Daemon:
         if self.once or self.lifecycle.stopping:
             return EXIT_RUNTIME if result.failed else EXIT_OK
         self.watcher.start()
+        self.guard.start()
         self._start_dnsmasq()
         if not self.lifecycle.stopping:
             self._start_listener()
-            if self.follower is not None:
-                self.follower.start()
             self.notification_listener.start()
         return (f"{result.allowed} MAC(s) allowed, {result.denied} denied, unknown "
                 f"{'allowed' if result.unknown_allowed else 'denied'}")
@@ -385,16 +439,9 @@ class Daemon:
             LOG.error("Purge failed: %s", exc.strerror or exc)
 
     def _after_sync(self, result: SyncResult, first: bool = False) -> None:
-        self._last_good_sync = time.monotonic()
-        self._database_failing = False
         if result.reopened:
             LOG.warning("The database answers again: unknown MACs follow the policy again "
                         "(%s)", "allowed" if result.unknown_allowed else "denied")
-        if self.follower is not None:
-            try:
-                self.follower.reload()  # which MACs are served for which node, as synced
-            except DatabaseError as exc:
-                LOG.warning("Served ports not re-read for notifications: %s", exc)
         self._purge_stale(result)
         if not first and result.written > self._threshold():
             self._reload_dnsmasq(f"a sync rewrote {result.written} files")
@@ -427,26 +474,32 @@ class Daemon:
         self.failsafe.after_foreign(report)
 
     def _after_broadcast(self, result: BroadcastResult) -> None:
-        if result.written > self._threshold():
-            self._reload_dnsmasq(f"a broadcast rewrote {result.written} files")
+        self._reload_beyond_threshold(result)
         self.metrics.broadcast(result)
         self.status.broadcast(result)
 
+    def _after_read(self, result: BroadcastResult) -> None:
+        self._reload_beyond_threshold(result)
+        self.metrics.written(result)
+
+    def _reload_beyond_threshold(self, result: BroadcastResult) -> None:
+        if result.written > self._threshold():
+            self._reload_dnsmasq(f"{result.written} files rewritten at once")
+
     # -- running -----------------------------------------------------------------------
     def run_loop(self) -> None:
-        """Sync every sync_period until asked to stop; SIGHUP reloads and resyncs."""
+        """Sync every sync_period, read hinted MACs as they come, watch dnsmasq's leases,
+        until asked to stop; SIGHUP reloads and resyncs."""
         life = self.lifecycle
         period = self.options.sync_period
         next_sync = time.monotonic() + period if period else None
         while not life.stopping:
             now = time.monotonic()
-            outage = self._outage_deadline()
-            if outage is not None and next_sync is not None and outage < next_sync:
-                next_sync = outage  # a sync then fails again and closes unknown MACs
             timeouts = [t for t in (systemd.watchdog_interval(), HOSTSDIR_CHECK,
                                     None if next_sync is None else max(next_sync - now, 0))
                         if t is not None]
-            if not self.healer.lost:
+            hints_due = self.sync.pending and now >= self._hints_retry_at
+            if not self.healer.lost and not hints_due:
                 life.wait(min(timeouts))
             if life.stopping:
                 break
@@ -456,6 +509,9 @@ class Daemon:
             if self.healer.check_hostsdir():
                 self.watcher.rewatch(self.sync.hostsdir.path)
             self._retry_failed()
+            self._reconcile()
+            self._check_leases()
+            self._reload_if_foreign()
             if life.reload_requested:
                 life.reload_requested = False
                 systemd.notify("RELOADING=1", f"MONOTONIC_USEC={_monotonic_usec()}",
@@ -466,18 +522,110 @@ class Daemon:
                 allowed, denied, _ = self.sync.figures()
                 systemd.notify("READY=1", f"STATUS=reloaded: {allowed} MAC(s) allowed, "
                                           f"{denied} denied")
+            elif self.sync.full_sync_due and time.monotonic() >= self._due_sync_at:
+                self._due_sync_at = time.monotonic() + DUE_SYNC_INTERVAL
+                self._periodic_sync()
             elif next_sync is None or time.monotonic() < next_sync:
                 continue
             else:
                 self._periodic_sync()
             next_sync = time.monotonic() + period if period else None
 
+    def _reconcile(self) -> None:
+        """Read what broadcasts and notifications hinted at, and write what it says."""
+        if not self.sync.pending or time.monotonic() < self._hints_retry_at:
+            return
+        try:
+            self.sync.reconcile_pending()
+        except DatabaseError as exc:
+            self._hints_retry_at = time.monotonic() + HINT_RETRY
+            LOG.warning("Hinted MACs not read, their allows wait (denies are applied): %s; "
+                        "retrying every %.0f s", exc, HINT_RETRY)
+            return
+        if self.sync.closed_unknown is not None:
+            self.sync.full_sync_due = True  # the database answers again: reopen soon
+
+    def _reload_if_foreign(self) -> None:
+        reason = self.sync.take_reload_reason()
+        if reason is not None:
+            self._reload_dnsmasq(f"{reason} (dnsmasq keeps what it read until reloaded)")
+
+    # -- dnsmasq's own answers ---------------------------------------------------------
+    def _check_leases(self) -> None:
+        """Read dnsmasq's lease reports; a lease to a MAC the database denies is closed."""
+        if self.lease_spool is None:
+            return
+        found = leases.read_spool(self.lease_spool)
+        for lease in found:
+            LOG.debug("dnsmasq leased %s to %s (%s)", lease.address, lease.mac or "a client "
+                      "whose MAC it does not know", lease.action)
+            self.lease_book.record(lease)
+        wanted = {lease.mac for lease in found if lease.mac is not None}
+        if wanted:
+            self._judge_leases(found, wanted)
+        if time.monotonic() - self._lease_saved >= LEASE_SAVE_INTERVAL:
+            self._lease_saved = time.monotonic()
+            self.lease_book.save()
+
+    def _judge_leases(self, found: list[leases.Lease], wanted: set[str]) -> None:
+        try:
+            verdicts = self.sync.database_verdicts(wanted)
+            source = "the database"
+        except DatabaseError as exc:
+            LOG.warning("Leases checked against the held policy: %s", exc)
+            verdicts = {mac: self.sync.decision(mac) for mac in wanted}
+            source = "the held policy (the database does not answer)"
+        closed: set[str] = set()
+        for lease in found:
+            mac = lease.mac
+            if mac is None or verdicts.get(mac) is not False or mac in closed:
+                continue
+            shut = max(self.sync.closed_at.get(mac, 0.0),
+                       self.sync.closed_at.get(WILDCARD_MAC, 0.0))
+            if 0 <= shut - lease.time <= LEASE_GRACE:
+                LOG.warning("dnsmasq gave %s a lease (%s) %.0f s before the filter closed "
+                            "it: %s denies it now, and so do the files", mac, lease.address,
+                            shut - lease.time, source)
+                continue
+            closed.add(mac)
+            self._served_denied(lease, source)
+
+    def _served_denied(self, lease: leases.Lease, source: str) -> None:
+        mac = lease.mac
+        assert mac is not None
+        node, state = self._node_of(mac)
+        LOG.critical("dnsmasq served a MAC %s denies: %s got %s (%s at %s), node %s (%s). "
+                     "Closing it now: its file rewritten to deny and dnsmasq reloaded. Find "
+                     "how it was allowed: 'ironic-pxe-filter explain %s', the files and "
+                     "dnsmasq's configuration", source, mac, lease.address,
+                     "a new lease" if lease.action == "add" else "a renewal",
+                     time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(lease.time)),
+                     node or "none", state or "no port", mac)
+        self.metrics.served_denied.inc()
+        self.status.error(f"dnsmasq served denied MAC {mac} ({lease.address}); closed",
+                          write=True)
+        try:
+            self.sync.close(mac, reload=lambda: self._reload_dnsmasq(
+                f"a lease to denied MAC {mac}"))
+        except OSError as exc:
+            LOG.error("Cannot close %s: %s", mac, exc.strerror or exc)
+
+    def _node_of(self, mac: str) -> tuple[str | None, str | None]:
+        """(node UUID, provision state) of ``mac``'s port, for log lines; Nones if unknown."""
+        try:
+            found = self.source.lookup([mac], supported_interfaces=self.sync.supported_interfaces,
+                                       scope=self.sync.scope)
+        except DatabaseError:
+            return None, None
+        view = found.ports.get(mac)
+        return (None, None) if view is None else (view.node_uuid, view.provision_state)
+
     def _retry_failed(self) -> None:
         """While failing closed, retry the failed files every second, not every sync."""
         if not self.sync.hostsdir.failing:
             return
         try:
-            self.sync.retry_failed()
+            self.sync.converge(failing_only=True)
         except OSError as exc:
             LOG.debug("Retry of the failed files: cannot list the hostsdir: %s", exc)
 
@@ -499,24 +647,14 @@ class Daemon:
         warn_conflicts(options.discovery_enabled, options.deny_unknown_macs)
         return options.sync_period
 
-    def _outage_deadline(self) -> float | None:
-        """When unknown MACs are to be closed if no sync succeeds (None: not due)."""
-        limit = self.options.outage_deny_unknown
-        if not limit or not self._database_failing or self.sync.closed_unknown is not None \
-                or self.options.sync_period == 0:
-            return None
-        return self._last_good_sync + limit
-
-    def _close_unknown_after_outage(self) -> None:
-        deadline = self._outage_deadline()
-        if deadline is None or time.monotonic() < deadline:
-            return
-        down = time.monotonic() - self._last_good_sync
-        why = f"no successful sync for {down:.0f} s"
+    def _close_unknown_after_outage(self, down: float) -> None:
+        """The outage guard's verdict: deny MACs of no port until the database answers."""
+        why = f"the database has not answered for {down:.0f} s"
         rewritten = self.sync.close_unknown(why)
+        self.sync.full_sync_due = True  # a full sync reopens them once it answers
         LOG.error("%s ([pxe_filter]database_outage_deny_unknown = %d): MACs of no port are "
                   "denied until the database answers again%s; machines with a port keep "
-                  "their last verdict, broadcasts still apply, and new machines cannot be "
+                  "their last verdict, denies still apply, and new machines cannot be "
                   "discovered meanwhile", why.capitalize(), self.options.outage_deny_unknown,
                   "" if rewritten else " (they already were)")
         self.status.error(f"{why}: unknown MACs denied until the database answers",
@@ -530,8 +668,6 @@ class Daemon:
                       "and the database server; retrying at the next sync", exc)
             systemd.notify(f"STATUS=database error, retrying: {exc}"[:400])
             self.status.error(f"database error: {exc}", write=True)
-            self._database_failing = True
-            self._close_unknown_after_outage()
             return
         except OSError as exc:
             LOG.error("Sync failed: cannot list %s: %s; retrying at the next sync",
@@ -545,7 +681,7 @@ class Daemon:
         self._after_sync(result)
 
     def _log_sync(self, result: SyncResult, first: bool = False) -> None:
-        changed = first or result.written or result.failed or result.kept_broadcasts
+        changed = first or result.written or result.failed or result.fenced
         LOG.log(logging.INFO if changed else logging.DEBUG, "%s sync: %s",
                 "First" if first else "Full", result.summary())
         if result.interrupted:
@@ -557,9 +693,9 @@ class Daemon:
     def shutdown(self) -> None:
         """Stop serving broadcasts and watching, stop a dnsmasq we run, release the lock."""
         self.notification_listener.stop()
-        if self.follower is not None:
-            self.follower.stop()
         self.listener.stop()
+        self.guard.stop()
+        self.lease_book.save()
         self.watcher.stop()
         self.control.stop()
         self.metrics_server.stop()

@@ -293,6 +293,21 @@ class HostsDirCache:
             os.close(fd)
         return st.st_ino, parse(mac, data)
 
+    def read_bytes(self, name: str) -> bytes | None:
+        """The first bytes of regular file ``name`` (None if it cannot be read); no lock."""
+        try:
+            fd = self._open(name)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            return os.read(fd, _MAX_CONTENT)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
     def _read(self, name: str, mac: str) -> None:
         self.reread += 1
         found = self.read_state(name, mac)

@@ -133,6 +133,9 @@ class FilterMetrics:
             "by outcome (removed; emptied: could not be deleted; failed: attempts that could "
             "do neither, dnsmasq is stopped meanwhile; gone: deleted by someone else)",
             ["outcome"], registry=self.registry)
+        self.served_denied = Counter(
+            PREFIX + "served_denied", "Leases dnsmasq granted to MACs the database denied at "
+            "that moment (each logged at CRITICAL and closed at once)", registry=self.registry)
         for outcome in ("removed", "emptied", "failed", "gone"):
             self.foreign_files.labels(outcome=outcome)
         for origin in ("sync", "broadcast"):
@@ -147,10 +150,14 @@ class FilterMetrics:
         self.files_written.labels(origin="sync").inc(result.written)
         self.files_failed.labels(origin="sync").inc(result.failed)
 
-    def broadcast(self, result) -> None:
-        """Count a broadcast or notification applied (a pxe_filter.sync.BroadcastResult)."""
+    def written(self, result) -> None:
+        """Count the files a hint or the lookup it led to wrote (a BroadcastResult)."""
         self.files_written.labels(origin="broadcast").inc(result.written)
         self.files_failed.labels(origin="broadcast").inc(result.failed)
+
+    def broadcast(self, result) -> None:
+        """Count a broadcast or notification taken (a pxe_filter.sync.BroadcastResult)."""
+        self.written(result)
         self.broadcast_macs.labels(decision="allow").inc(result.allowed)
         self.broadcast_macs.labels(decision="deny").inc(result.denied)
         self.broadcast_macs.labels(decision="rejected").inc(result.rejected)

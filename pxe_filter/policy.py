@@ -2,8 +2,8 @@
 
 Pure functions, no I/O: the rules are exactly those of Ironic's own filter plus inspector's
 ``deny_unknown_macs``. :func:`pxe_allowed` is the one place that decides whether a node's ports
-are served (state, inspect interface and :class:`Scope`): the full sync, the notification
-follower and every broadcast sender use it. Sets rather than per-MAC
+are served (state, inspect interface and :class:`Scope`): the full sync, every database
+lookup and every broadcast sender use it. Sets rather than per-MAC
 objects, so that comparing 100k MACs with the files costs a few set operations in C.
 """
 
@@ -28,6 +28,9 @@ class DesiredState:
     deny: set[str] = field(default_factory=set)
     unknown_allowed: bool = False
     invalid: int = 0
+    #: The MACs served for each served node (by UUID): what to re-check when it stops being
+    #: served, without reading every port to find them.
+    served_by: dict[str, set[str]] = field(default_factory=dict)
 
     def decision(self, mac: str) -> bool:
         """True if dnsmasq should serve ``mac`` (a canonical MAC)."""
@@ -36,9 +39,14 @@ class DesiredState:
         return mac in self.allow or self.unknown_allowed
 
     def set(self, mac: str, allow: bool) -> None:
-        """Force the decision for ``mac`` (a newer broadcast)."""
+        """Set the decision for ``mac`` (a newer read of its port, or a deny)."""
         (self.allow if allow else self.deny).add(mac)
         (self.deny if allow else self.allow).discard(mac)
+
+    def forget(self, mac: str) -> None:
+        """``mac`` has no port (here): the unknown-MAC policy decides for it."""
+        self.allow.discard(mac)
+        self.deny.discard(mac)
 
 
 #: How the configuration spells Ironic's default conductor group ('') and "no shard" (NULL):
@@ -107,6 +115,17 @@ def pxe_allowed(provision_state: str | None, inspect_interface: str | None,
             and scope.contains(conductor_group, shard))
 
 
+def port_verdict(provision_state: str | None, inspect_interface: str | None,
+                 conductor_group: str | None, shard: str | None, *,
+                 supported_interfaces: Collection[str], scope: Scope = UNSCOPED) -> bool | None:
+    """Whether a port's MAC is served; None when the unknown-MAC policy decides for it
+    (a node outside the scope whose ports the scope leaves to the wildcard)."""
+    if not scope.deny_outside and not scope.contains(conductor_group, shard):
+        return None
+    return pxe_allowed(provision_state, inspect_interface, supported_interfaces, scope=scope,
+                       conductor_group=conductor_group, shard=shard)
+
+
 def nodes_on_inspection(nodes: Iterable[tuple], supported_interfaces: Collection[str],
                         scope: Scope = UNSCOPED) -> set[int]:
     """Ids of the nodes whose ports are served (:func:`pxe_allowed`).
@@ -116,27 +135,6 @@ def nodes_on_inspection(nodes: Iterable[tuple], supported_interfaces: Collection
     return {node_id for node_id, state, interface, group, shard in nodes
             if pxe_allowed(state, interface, supported_interfaces, scope=scope,
                            conductor_group=group, shard=shard)}
-
-
-def screen_allows(allow: Iterable[str], owners: dict[str, tuple[str | None, str | None]],
-                  scope: Scope) -> tuple[list[str], list[str], list[str]]:
-    """Split a scoped filter's broadcast allows: (in scope, to deny, not applied).
-
-    ``owners`` maps each MAC that a port has to its node's (conductor group, shard). A MAC
-    of no port, or of an out-of-scope node under ``wildcard``, is not applied.
-    """
-    ok: list[str] = []
-    deny: list[str] = []
-    skipped: list[str] = []
-    for mac in allow:
-        owner = owners.get(mac)
-        if owner is not None and scope.contains(*owner):
-            ok.append(mac)
-        elif owner is not None and scope.deny_outside:
-            deny.append(mac)
-        else:
-            skipped.append(mac)
-    return ok, deny, skipped
 
 
 def compute_split(allow: set, deny: set, any_inspecting: bool, *, discovery_enabled: bool,
@@ -218,10 +216,3 @@ def _normalise(values: set) -> tuple[set[str], int]:
                     macs.summary(len(bad), bad, "port(s) with an invalid address in the "
                                                 "database"))
     return values, len(bad)
-
-
-def merge_lists(allow: Iterable[str], deny: Iterable[str]) -> dict[str, bool]:
-    """A broadcast's lists as one policy map; a MAC in both lists is denied."""
-    result = dict.fromkeys(allow, True)
-    result.update(dict.fromkeys(deny, False))
-    return result

@@ -1,7 +1,9 @@
 """The ``update_pxe_filters`` RPC endpoint and server (fanout topic ``ironic.pxe_filter``).
 
 Only the one method is callable (explicit access policy). oslo.messaging runs handlers in a
-thread pool; :class:`pxe_filter.sync.FilterSync` serialises them with the periodic sync.
+thread pool, in no particular order: a broadcast is only a hint
+(:meth:`pxe_filter.sync.FilterSync.hint`), its denies written at once and everything else
+decided by a read of the database, so the order does not matter.
 """
 
 import logging
@@ -18,7 +20,7 @@ LOG = logging.getLogger(__name__)
 
 
 class FilterEndpoint:
-    """Applies broadcast allow/deny lists to the local hostsdir."""
+    """Takes broadcast allow/deny lists as hints for the local hostsdir."""
 
     target = messaging.Target(version=broadcast.VERSION)
 
@@ -28,12 +30,12 @@ class FilterEndpoint:
 
     @messaging.expose
     def update_pxe_filters(self, context, allow=None, deny=None, **kwargs) -> None:
-        """Serve the MACs in ``allow`` and refuse those in ``deny`` (deny wins)."""
+        """Refuse the MACs in ``deny`` now; look ``allow`` up in the database (deny wins)."""
         if kwargs:
             LOG.warning("Broadcast: ignoring unknown argument(s) %s",
                         ", ".join(sorted(kwargs)))
         try:
-            self.sync.apply_broadcast(allow=allow, deny=deny)
+            self.sync.hint(allow=allow, deny=deny)
             self.after()
         except Exception:
             # The next full sync repairs whatever this broadcast could not write.
@@ -67,7 +69,7 @@ class BroadcastListener:
 def start_server(transport, host: str, sync: FilterSync,
                  after: Callable[[], None] = lambda: None):
     """Start consuming broadcasts for ``host``; returns the running server. ``after`` runs
-    after each applied broadcast (the daemon re-checks the unknown-MAC wildcard)."""
+    after each broadcast taken (the daemon counts it)."""
     return common_messaging.start_rpc_server(transport, broadcast.target(server=host),
                                              [FilterEndpoint(sync, after)])
 

@@ -1,12 +1,17 @@
 """Where the filter learns which nodes are on inspection and which ports exist.
 
-A narrow source: one read of the few columns the policy needs. :class:`DatabaseSource` reads
-them with SQLAlchemy Core on lightweight table stubs, never ORM objects and never writes, so
-the daemon also runs against a database created and owned by Ironic;
-:class:`pxe_filter.memory_source.MemorySource` holds them in memory for tests and tools.
+A narrow, read-only source with two reads, in the spirit of a DHCP server's backend: a
+snapshot of everything (:meth:`Source.read_snapshot`, the full sync) and a lookup of a few
+MACs, nodes or ports (:meth:`Source.lookup`, what a broadcast, a notification, a lease or
+``explain`` asks about). :class:`DatabaseSource` reads the few columns the policy needs with
+SQLAlchemy Core on lightweight table stubs, never ORM objects and never writes, so the daemon
+also runs against a database created and owned by Ironic. Every read is bounded in time
+(:func:`pxe_filter.common.database.bounded_read`): a frozen server fails a read, it never
+holds the daemon.
 """
 
-from collections.abc import Collection, Iterable, Iterator, Sequence
+import time
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from sys import intern
@@ -15,13 +20,24 @@ from typing import Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from pxe_filter.common.database import DatabaseError, describe_url, error_reason
-from pxe_filter.policy import INSPECTION_STATES, UNSCOPED, Scope, nodes_on_inspection, pxe_allowed
+from pxe_filter.common import macs
+from pxe_filter.common.database import DatabaseError, bounded_read, describe_url, error_reason
+from pxe_filter.policy import (
+    INSPECTION_STATES,
+    UNSCOPED,
+    Scope,
+    nodes_on_inspection,
+    pxe_allowed,
+)
 
 _nodes = sa.table("nodes", sa.column("id"), sa.column("uuid"), sa.column("provision_state"),
                   sa.column("inspect_interface"), sa.column("conductor_group"),
                   sa.column("shard"))
 _ports = sa.table("ports", sa.column("uuid"), sa.column("address"), sa.column("node_id"))
+
+#: Seconds one read may take before its connection is cut ([pxe_filter]database_read_timeout).
+DEFAULT_READ_TIMEOUT = 10.0
+
 
 def _policy_columns(scope: Scope) -> tuple:
     """(state, interface), and (conductor group, shard) for a scoped filter only: an unscoped
@@ -48,28 +64,16 @@ class Snapshot:
     inspecting: set[int]
     on_inspection: set[str | None] = field(default_factory=set)
     others: set[str | None] = field(default_factory=set)
-    #: (port UUID, raw address) of each served node's ports, by node id (database reads)
-    served_ports: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    #: Raw addresses of each served node's ports, by node UUID (a few nodes, not all).
+    served_by: dict[str, set[str]] = field(default_factory=dict)
+    #: UUID of each served node id.
+    uuids: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class NodeRow:
-    """One node as the policy sees it; ``ports`` (port UUID, raw address) when read."""
+class PortView:
+    """A port's node as the policy sees it (node fields None for a port without a node)."""
 
-    uuid: str
-    provision_state: str | None
-    inspect_interface: str | None
-    ports: tuple[tuple[str, str], ...] = ()
-    conductor_group: str | None = ""
-    shard: str | None = None
-
-
-@dataclass(frozen=True)
-class PortRow:
-    """One port as the follower sees it: its address and its node as the policy sees it
-    (node fields None for a port without a node)."""
-
-    address: str | None
     node_uuid: str | None
     provision_state: str | None
     inspect_interface: str | None
@@ -77,7 +81,25 @@ class PortRow:
     shard: str | None = None
 
 
-#: UUIDs per ``IN (...)`` read: a flood of notifications is read a batch at a time.
+@dataclass
+class Lookup:
+    """What one :meth:`Source.lookup` found, read in one transaction."""
+
+    #: Canonical MAC -> its port's node, for every port found (by MAC, port or node).
+    ports: dict[str, PortView] = field(default_factory=dict)
+    #: Node UUIDs asked for that no node has (deleted: their MACs are unknown here).
+    missing_nodes: set[str] = field(default_factory=set)
+    #: Whether any in-scope node's ports are served (unknown MACs then are too).
+    any_served: bool = False
+    #: Nodes asked for whose ports are served now, with their MACs (all their ports read).
+    served_nodes: dict[str, set[str]] = field(default_factory=dict)
+    #: Nodes asked for whose ports are not served now (their ports were not read).
+    unserved_nodes: set[str] = field(default_factory=set)
+    #: Every MAC looked up by address (those asked, and those held for unserved nodes).
+    asked: set[str] = field(default_factory=set)
+
+
+#: UUIDs or MACs per ``IN (...)`` read: a flood of hints is read a batch at a time.
 BATCH = 500
 
 
@@ -90,36 +112,12 @@ class Source(Protocol):
         out-of-scope ports to the wildcard); raises DatabaseError."""
         ...
 
-    def read_node(self, uuid: str, with_ports: bool = False,
-                  scope: Scope = UNSCOPED) -> NodeRow | None:
-        """One node (None if it does not exist), with its ports if asked; DatabaseError.
-        Its conductor group and shard are read for a scoped filter only."""
-        ...
-
-    def served_nodes(self, supported_interfaces: Collection[str],
-                     scope: Scope = UNSCOPED) -> list[NodeRow]:
-        """The nodes whose ports are served, with their ports; DatabaseError."""
-        ...
-
-    def read_nodes(self, uuids: Collection[str],
-                   scope: Scope = UNSCOPED) -> dict[str, NodeRow]:
-        """The nodes of ``uuids`` that exist (no ports); DatabaseError."""
-        ...
-
-    def read_ports(self, uuids: Collection[str],
-                   scope: Scope = UNSCOPED) -> dict[str, PortRow]:
-        """The ports of ``uuids`` that exist, with their node; DatabaseError."""
-        ...
-
-    def any_served(self, supported_interfaces: Collection[str],
-                   scope: Scope = UNSCOPED) -> bool:
-        """Whether any node's ports are served (unknown MACs then are); DatabaseError."""
-        ...
-
-    def port_owners(self, addresses: Collection[str]) -> dict[str, tuple[str | None,
-                                                                          str | None]]:
-        """(conductor group, shard) of the node of each port of ``addresses`` (canonical
-        MACs) that exists; DatabaseError."""
+    def lookup(self, addresses: Collection[str] = (), nodes: Collection[str] = (),
+               ports: Collection[str] = (), *, supported_interfaces: Collection[str],
+               scope: Scope = UNSCOPED, held: Mapping[str, Collection[str]] = {}) -> Lookup:
+        """The ports of these canonical MACs, of these port UUIDs and of these nodes (all
+        its ports for a node served now; for another, the MACs ``held`` says were served for
+        it), with their nodes, and whether any node is served; raises DatabaseError."""
         ...
 
     def describe(self) -> str:
@@ -128,150 +126,126 @@ class Source(Protocol):
 
 
 class DatabaseSource:
-    """The node/port tables of a database (ours or Ironic's), read-only."""
+    """The node/port tables of a database (ours or Ironic's), read-only, bounded in time."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, read_timeout: float = DEFAULT_READ_TIMEOUT) -> None:
         self.engine = engine
-        # The served nodes seen by the last snapshot, for the served_nodes() call that
-        # follows a full sync: Ironic's ports table has no node_id index, so reading them
-        # again would scan every port a second time per sync.
-        self._served: tuple[frozenset[str], Scope, list[NodeRow]] | None = None
-        self._keep_served = False
+        self.read_timeout = read_timeout
+        #: Monotonic time of the oldest read not followed by a successful one (None: the
+        #: last read succeeded). The outage rule counts from it, on its own clock.
+        self.unanswered_since: float | None = None
+
+    def _read(self, read):
+        """Run ``read(connection)`` bounded in time; driver errors become DatabaseError."""
+        if self.unanswered_since is None:
+            self.unanswered_since = time.monotonic()
+        try:
+            result = bounded_read(self.engine, self.read_timeout, read)
+        except DatabaseError:
+            raise
+        except (sa.exc.SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
+            raise DatabaseError(f"cannot read nodes and ports from "
+                                f"{describe_url(self.engine.url)}: {error_reason(exc)}") \
+                from None
+        self.unanswered_since = None
+        return result
+
+    def unanswered_for(self) -> float:
+        """Seconds the database has not answered a read (0 if the last read succeeded)."""
+        since = self.unanswered_since
+        return 0.0 if since is None else time.monotonic() - since
 
     def read_snapshot(self, supported_interfaces: Collection[str],
                       scope: Scope = UNSCOPED) -> Snapshot:
         """Served nodes and the ports' addresses (see :func:`read_snapshot`)."""
-        self._served = None
-        if not self._keep_served:
-            return read_snapshot(self.engine, supported_interfaces, scope)
-        snap, nodes = read_snapshot(self.engine, supported_interfaces, scope, with_served=True)
-        self._served = (frozenset(supported_interfaces), scope, [
-            NodeRow(uuid, state, interface, tuple(snap.served_ports.get(node_id, ())),
-                    group, shard)
-            for node_id, uuid, *rest in nodes if node_id in snap.inspecting
-            for state, interface, group, shard in [_policy(rest, scope)]])
-        snap.served_ports = {}
-        return snap
+        return self._read(lambda conn: _read_snapshot(conn, supported_interfaces, scope))
+
+    def lookup(self, addresses: Collection[str] = (), nodes: Collection[str] = (),
+               ports: Collection[str] = (), *, supported_interfaces: Collection[str],
+               scope: Scope = UNSCOPED, held: Mapping[str, Collection[str]] = {}) -> Lookup:
+        """By the unique, indexed ``ports.address``, ``ports.uuid`` and ``nodes.uuid``, a
+        batch per query. Ironic's schema has no index on ``ports.node_id``: the ports of a
+        node are read (one scan of the port table per batch) only when it is served now."""
+        return self._read(lambda conn: _lookup(
+            conn, wanted_macs=addresses, nodes=nodes, ports=ports,
+            supported_interfaces=supported_interfaces, scope=scope, held=held))
 
     def describe(self) -> str:
         """The database URL, password hidden."""
         return describe_url(self.engine.url)
-
-    def read_node(self, uuid: str, with_ports: bool = False,
-                  scope: Scope = UNSCOPED) -> NodeRow | None:
-        """One node by its unique UUID; its ports only ``with_ports``, because Ironic's
-        schema has no index on ``ports.node_id`` (PostgreSQL then reads the whole table)."""
-        with _reading(self.engine) as conn:
-            row = conn.execute(sa.select(_nodes.c.id, *_policy_columns(scope))
-                               .where(_nodes.c.uuid == uuid)).first()
-            if row is None:
-                return None
-            ports = conn.execute(sa.select(_ports.c.uuid, _ports.c.address)
-                                 .where(_ports.c.node_id == row[0])).all() if with_ports else ()
-        state, interface, group, shard = _policy(row[1:], scope)
-        return NodeRow(uuid, state, interface, tuple((p, a) for p, a in ports if a), group,
-                       shard)
-
-    def read_nodes(self, uuids: Collection[str],
-                   scope: Scope = UNSCOPED) -> dict[str, NodeRow]:
-        """The nodes of ``uuids`` that exist, by their unique UUID, a batch per query."""
-        found: dict[str, NodeRow] = {}
-        query = sa.select(_nodes.c.uuid, *_policy_columns(scope))
-        with _reading(self.engine) as conn:
-            for chunk in _batches(uuids):
-                for uuid, *rest in conn.execute(query.where(_nodes.c.uuid.in_(chunk))):
-                    state, interface, group, shard = _policy(rest, scope)
-                    found[uuid] = NodeRow(uuid, state, interface, (), group, shard)
-        return found
-
-    def read_ports(self, uuids: Collection[str],
-                   scope: Scope = UNSCOPED) -> dict[str, PortRow]:
-        """The ports of ``uuids`` that exist, with their node, a batch per query."""
-        found: dict[str, PortRow] = {}
-        query = (sa.select(_ports.c.uuid, _ports.c.address, _nodes.c.uuid,
-                           *_policy_columns(scope))
-                 .select_from(_ports.outerjoin(_nodes, _nodes.c.id == _ports.c.node_id)))
-        with _reading(self.engine) as conn:
-            for chunk in _batches(uuids):
-                for port, address, node, *rest in conn.execute(
-                        query.where(_ports.c.uuid.in_(chunk))):
-                    found[port] = PortRow(address, node, *_policy(rest, scope))
-        return found
-
-    def port_owners(self, addresses: Collection[str]) -> dict[str, tuple[str | None,
-                                                                          str | None]]:
-        """Looked up by the unique ``ports.address``, a batch per query; ports without a
-        node are left out."""
-        found: dict[str, tuple[str | None, str | None]] = {}
-        query = (sa.select(_ports.c.address, _nodes.c.conductor_group, _nodes.c.shard)
-                 .select_from(_ports.join(_nodes, _nodes.c.id == _ports.c.node_id)))
-        with _reading(self.engine) as conn:
-            for chunk in _batches(addresses):
-                for address, group, shard in conn.execute(
-                        query.where(_ports.c.address.in_(chunk))):
-                    found[address] = (group, shard)
-        return found
-
-    def served_nodes(self, supported_interfaces: Collection[str],
-                     scope: Scope = UNSCOPED) -> list[NodeRow]:
-        """Nodes on inspection with a supported interface, and their ports; DatabaseError.
-
-        The first call after :meth:`read_snapshot` answers from that snapshot (the state
-        just synced) without a query; later calls read the database.
-        """
-        served, self._served = self._served, None
-        self._keep_served = True
-        if served is not None and served[:2] == (frozenset(supported_interfaces), scope):
-            return served[2]
-        query = (sa.select(_nodes.c.uuid, _ports.c.uuid, _ports.c.address,
-                           *_policy_columns(scope))
-                 .select_from(_nodes.outerjoin(_ports, _ports.c.node_id == _nodes.c.id))
-                 .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES)),
-                        *scope_clauses(scope)))
-        found: dict[str, NodeRow] = {}
-        with _reading(self.engine) as conn:
-            for uuid, port, address, *rest in conn.execute(query):
-                state, interface, group, shard = _policy(rest, scope)
-                if not pxe_allowed(state, interface, supported_interfaces, scope=scope,
-                                   conductor_group=group, shard=shard):
-                    continue
-                row = found.get(uuid) or NodeRow(uuid, state, interface)
-                found[uuid] = NodeRow(uuid, state, interface,
-                                      row.ports + (((port, address),) if address else ()),
-                                      group, shard)
-        return list(found.values())
-
-    def any_served(self, supported_interfaces: Collection[str],
-                   scope: Scope = UNSCOPED) -> bool:
-        """One indexed probe: an in-scope node on inspection with a supported interface."""
-        query = (sa.select(_nodes.c.id)
-                 .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES)),
-                        _nodes.c.inspect_interface.in_(sorted(supported_interfaces)),
-                        *scope_clauses(scope))
-                 .limit(1))
-        with _reading(self.engine) as conn:
-            return conn.execute(query).first() is not None
 
     def close(self) -> None:
         """Release the engine's connections."""
         self.engine.dispose()
 
 
-def _batches(uuids: Collection[str]) -> Iterator[list[str]]:
-    ordered = sorted(uuids)
+def _lookup(conn: sa.Connection, *, wanted_macs: Collection[str], nodes: Collection[str],
+            ports: Collection[str], supported_interfaces: Collection[str],
+            scope: Scope, held: Mapping[str, Collection[str]]) -> Lookup:
+    found = Lookup()
+    columns = (_ports.c.address, _nodes.c.uuid, *_policy_columns(scope))
+    joined = _ports.outerjoin(_nodes, _nodes.c.id == _ports.c.node_id)
+    wanted = set(wanted_macs)
+    with _transaction(conn):
+        served_ids = []
+        for chunk in _batches(nodes):
+            rows = conn.execute(sa.select(_nodes.c.id, _nodes.c.uuid, *_policy_columns(scope))
+                                .where(_nodes.c.uuid.in_(chunk))).all()
+            found.missing_nodes.update(set(chunk) - {row[1] for row in rows})
+            for node_id, uuid, *rest in rows:
+                state, interface, group, shard = _policy(rest, scope)
+                if pxe_allowed(state, interface, supported_interfaces, scope=scope,
+                               conductor_group=group, shard=shard):
+                    served_ids.append(node_id)
+                    found.served_nodes[uuid] = set()
+                else:  # its ports are not read: only the MACs served for it can change
+                    wanted.update(held.get(uuid, ()))
+                    found.unserved_nodes.add(uuid)
+        for column, keys in ((_ports.c.address, wanted), (_ports.c.uuid, ports),
+                             (_ports.c.node_id, served_ids)):
+            for chunk in _batches(keys):
+                for address, node, *rest in conn.execute(
+                        sa.select(*columns).select_from(joined).where(column.in_(chunk))):
+                    mac = _found_port(found, address, node, _policy(rest, scope))
+                    if mac is not None and node in found.served_nodes:
+                        found.served_nodes[node].add(mac)
+        found.any_served = conn.execute(
+            sa.select(_nodes.c.id)
+            .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES)),
+                   _nodes.c.inspect_interface.in_(sorted(supported_interfaces)),
+                   *scope_clauses(scope))
+            .limit(1)).first() is not None
+    found.asked = wanted
+    return found
+
+
+def _found_port(found: Lookup, address: str | None, node: str | None,
+                policy: tuple) -> str | None:
+    """Record one port row under its canonical MAC, which is returned (invalid stored
+    addresses are skipped: the full sync reports them)."""
+    try:
+        mac = macs.normalize_mac(address) if address else None
+    except macs.InvalidMAC:
+        mac = None
+    if mac is not None:
+        found.ports[mac] = PortView(node, *policy)
+    return mac
+
+
+def _batches(keys: Collection[str]) -> Iterator[list[str]]:
+    ordered = sorted(keys)
     for start in range(0, len(ordered), BATCH):
         yield ordered[start:start + BATCH]
 
 
 @contextmanager
-def _reading(engine: Engine) -> Iterator[sa.Connection]:
-    """A connection for a narrow read; driver errors become one-line DatabaseErrors."""
-    try:
-        with engine.connect() as conn:
-            yield conn
-    except (sa.exc.SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as exc:
-        raise DatabaseError(f"cannot read nodes and ports from {describe_url(engine.url)}: "
-                            f"{error_reason(exc)}") from None
+def _transaction(conn: sa.Connection) -> Iterator[None]:
+    """One transaction that sees one moment: REPEATABLE READ on PostgreSQL and MariaDB
+    (SQLite's reads within a transaction already do)."""
+    if conn.dialect.name in ("postgresql", "mysql", "mariadb"):
+        conn.execution_options(isolation_level="REPEATABLE READ")
+    with conn.begin():
+        yield
 
 
 def scope_clauses(scope: Scope) -> list[sa.ColumnElement[bool]]:
@@ -288,63 +262,44 @@ def scope_clauses(scope: Scope) -> list[sa.ColumnElement[bool]]:
     return clauses
 
 
-def snapshot_queries(scope: Scope, with_served: bool = False) -> tuple[sa.Select, sa.Select]:
+def snapshot_queries(scope: Scope) -> tuple[sa.Select, sa.Select]:
     """The two statements of a full sync: served nodes' candidates, then the ports to read.
 
     A scoped filter reads only in-scope nodes, so out-of-scope ports land in the denied set;
     with ``wildcard`` it reads only in-scope nodes' ports too (a join on the node).
     """
-    nodes = sa.select(_nodes.c.id, *([_nodes.c.uuid] if with_served else []),
-                      *_policy_columns(scope)).where(
+    nodes = sa.select(_nodes.c.id, _nodes.c.uuid, *_policy_columns(scope)).where(
         _nodes.c.provision_state.in_(sorted(INSPECTION_STATES)), *scope_clauses(scope))
     ports = sa.select(_ports.c.address, _ports.c.node_id)
     if scope.scoped and not scope.deny_outside:
         ports = ports.select_from(_ports.join(_nodes, _nodes.c.id == _ports.c.node_id)).where(
             *scope_clauses(scope))
-    if with_served:
-        # With the UUIDs only once served_nodes() has been asked for (notifications): a
-        # plain filter keeps needing SELECT on the few policy columns only.
-        ports = ports.add_columns(_ports.c.uuid)
     return nodes, ports
 
 
-def read_snapshot(engine: Engine, supported_interfaces: Collection[str],
-                  scope: Scope = UNSCOPED, *,
-                  with_served: bool = False) -> Snapshot | tuple[Snapshot, list[tuple]]:
-    """Served nodes and the ports' addresses (:func:`snapshot_queries`); DatabaseError.
-
-    ``with_served``: also fill ``served_ports`` and return the node rows (id, uuid, then
-    :func:`_policy_columns`) with the snapshot.
+def _read_snapshot(conn: sa.Connection, supported_interfaces: Collection[str],
+                   scope: Scope) -> Snapshot:
+    """Served nodes and the ports' addresses (:func:`snapshot_queries`).
 
     Rows are fetched through the driver's cursor as plain tuples: SQLAlchemy's per-row
-    processing would dominate a steady-state sync at 100k ports. On PostgreSQL and MariaDB
-    both statements run in one REPEATABLE READ transaction and see the same moment; on
-    SQLite they may not, which the next sync and the broadcast ordering make harmless.
+    processing would dominate a steady-state sync at 100k ports. Both statements run in one
+    transaction (:func:`_transaction`) and see the same moment.
     """
-    nodes_query, ports_query = snapshot_queries(scope, with_served)
-    options = {}
-    if engine.dialect.name in ("postgresql", "mysql", "mariadb"):
-        options["isolation_level"] = "REPEATABLE READ"
-    try:
-        with engine.connect() as raw_conn:
-            conn = raw_conn.execution_options(**options) if options else raw_conn
-            with conn.begin():
-                cursor = conn.connection.cursor()
-                try:
-                    cursor.execute(_compiled(engine, nodes_query))
-                    nodes = cursor.fetchall()
-                    skip = 2 if with_served else 1
-                    snap = Snapshot(nodes_on_inspection(
-                        ((row[0], *_policy(row[skip:], scope)) for row in nodes),
-                        supported_interfaces, scope))
-                    cursor.execute(_compiled(engine, ports_query))
-                    _split_ports(cursor, snap, with_served)
-                finally:
-                    cursor.close()
-    except (sa.exc.SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as exc:
-        raise DatabaseError(f"cannot read nodes and ports from {describe_url(engine.url)}: "
-                            f"{error_reason(exc)}") from None
-    return (snap, nodes) if with_served else snap
+    nodes_query, ports_query = snapshot_queries(scope)
+    with _transaction(conn):
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(_compiled(conn.engine, nodes_query))
+            nodes = cursor.fetchall()
+            snap = Snapshot(nodes_on_inspection(
+                ((row[0], *_policy(row[2:], scope)) for row in nodes),
+                supported_interfaces, scope))
+            snap.uuids = {row[0]: row[1] for row in nodes if row[0] in snap.inspecting}
+            cursor.execute(_compiled(conn.engine, ports_query))
+            _split_ports(cursor, snap)
+        finally:
+            cursor.close()
+    return snap
 
 
 def _compiled(engine: Engine, query: sa.Select) -> str:
@@ -353,7 +308,7 @@ def _compiled(engine: Engine, query: sa.Select) -> str:
     return str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
 
 
-def _split_ports(cursor, snap: Snapshot, with_served: bool) -> None:
+def _split_ports(cursor, snap: Snapshot) -> None:
     """Sort the port rows into the snapshot's two sets, a chunk at a time.
 
     Addresses are interned: the driver makes a new string per row and per sync, and the
@@ -362,17 +317,12 @@ def _split_ports(cursor, snap: Snapshot, with_served: bool) -> None:
     left out (the policy ignores it anyway).
     """
     inspecting = snap.inspecting
-    served = snap.served_ports
     while rows := cursor.fetchmany(_CHUNK):
-        if with_served:
-            if inspecting:
-                for address, node_id, port in rows:
-                    if node_id in inspecting and address:
-                        served.setdefault(node_id, []).append((port, address))
-            rows = [row[:2] for row in rows]
         if inspecting:
-            snap.on_inspection.update(_interned([address for address, node_id in rows
-                                                 if node_id in inspecting]))
+            served = [(address, node_id) for address, node_id in rows if node_id in inspecting]
+            snap.on_inspection.update(_interned([address for address, _ in served]))
+            for address, node_id in served:
+                snap.served_by.setdefault(snap.uuids[node_id], set()).add(address)
             snap.others.update(_interned([address for address, node_id in rows
                                           if node_id not in inspecting]))
         else:

@@ -1,24 +1,30 @@
-"""The loop body: database snapshot -> desired state -> hostsdir, and broadcasts in between.
+"""The one writer: database reads -> desired state -> hostsdir.
 
-Broadcasts and syncs are serialised by one lock, but the database is read outside it so a
-slow query never delays a broadcast. Neither do the directory listing and the occasional
-re-read of every file's content: both run outside the lock and are reconciled under it, so
-the lock is held for set arithmetic and the writes themselves. Each broadcast gets a sequence
-number; a sync remembers the number current when its snapshot was taken and keeps every
-broadcast decision made after it, so an older snapshot never undoes a newer broadcast.
+The database is the only truth. A broadcast or a notification is a hint: it names MACs,
+nodes or ports to look at. A deny in a hint is written at once (closing is always safe); every
+other decision comes from a read of the database, applied in the order the reads were made:
+one read-and-apply at a time (:meth:`FilterSync.full_sync` reads everything,
+:meth:`FilterSync.reconcile_pending` the MACs, nodes and ports hinted since the last read),
+so a stale sender can at worst cause a read, and order of arrival does not matter. A deny
+written at once fences older reads: a read that started before it never reopens that MAC (it
+is read again instead).
+
+The database is read outside the hostsdir lock so a slow query never delays a deny; so are
+the directory listing and the occasional re-read of every file's content: the lock is held
+for set arithmetic and the writes themselves.
 """
 
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 
-from pxe_filter import policy, scope_check
+from pxe_filter import policy
 from pxe_filter.common import macs
 from pxe_filter.foreign_files import ForeignReport, remove_foreign
-from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, Listing, WriteReport
-from pxe_filter.source import Source
+from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, WriteReport
+from pxe_filter.source import Lookup, Source
 from pxe_filter.sync_results import BroadcastResult, SyncResult
 
 LOG = logging.getLogger(__name__)
@@ -26,6 +32,9 @@ LOG = logging.getLogger(__name__)
 #: Re-read every file's content this often (in syncs), to catch in-place edits by others
 #: that keep the inode; everything else is detected from directory entries alone.
 FULL_READ_EVERY = 100
+#: Seconds for which the time a MAC was closed is remembered (lease reports come within
+#: seconds; a lease granted before the close is no violation).
+CLOSED_MEMORY = 600.0
 
 
 class HostsdirSwapped(Exception):
@@ -33,7 +42,7 @@ class HostsdirSwapped(Exception):
 
 
 class FilterSync:
-    """Keeps one hostsdir in step with the database and with broadcasts. Thread-safe."""
+    """Keeps one hostsdir in step with the database, hinted by messages. Thread-safe."""
 
     def __init__(self, source: Source, hostsdir_path: str, *,
                  supported_interfaces: Collection[str] = ("agent",),
@@ -47,15 +56,28 @@ class FilterSync:
         self.discovery_enabled = discovery_enabled
         self.deny_unknown_macs = deny_unknown_macs
         self.should_stop = should_stop
-        self._lock = threading.Lock()  # guards the hostsdir and the broadcast record
-        self._sync_lock = threading.Lock()  # one full sync at a time (snapshot order)
-        self._seq = 0
-        self._broadcasts: dict[str, tuple[int, bool]] = {}  # MAC -> (seq, allow)
-        self._unknown: tuple[int, bool] | None = None  # (seq, allowed) set between syncs
+        self._lock = threading.Lock()  # guards the hostsdir, the policy and the hints
+        self._read_lock = threading.Lock()  # one read-and-apply at a time, in read order
+        self._macs: set[str] = set()  # hinted, not read yet
+        self._nodes: set[str] = set()
+        self._ports: set[str] = set()
+        self._closed: dict[str, int] = {}  # MAC -> generation of a deny written at once
+        self._generation = 0
         self._syncs = 0
         self._reread_pending = False
-        #: Called with every BroadcastResult, outside the lock (status, threshold reload).
+        #: A full sync is wanted now (a deleted node's MACs are unknown to a lookup).
+        self.full_sync_due = False
+        #: Wall-clock time each MAC last went from served to refused (lease reports).
+        self.closed_at: dict[str, float] = {}
+        #: A file the filter rewrote held a line naming another MAC (a foreign write):
+        #: dnsmasq keeps what it read until reloaded. Taken by :meth:`take_reload_reason`.
+        self._reload_reason: str | None = None
+        #: Called (without the lock) when hints wait to be read: wakes the writer loop.
+        self.on_pending: Callable[[], None] = lambda: None
+        #: Called with every hint's BroadcastResult, outside the lock (status, threshold
+        #: reload), and with every lookup's (``on_read``: metrics, threshold reload).
         self.on_broadcast: Callable[[BroadcastResult], None] | None = None
+        self.on_read: Callable[[BroadcastResult], None] | None = None
         #: Called under the lock after every batch of writes, with whether the batch
         #: covered the whole policy (the fail-safe: reloads or stops dnsmasq when a denial
         #: is not on disk, starts it again once every denial is).
@@ -66,13 +88,13 @@ class FilterSync:
         #: Called under the lock when files the filter did not write were removed or could
         #: not be (the daemon logs, counts, and reloads or stops dnsmasq).
         self.after_foreign: Callable[[ForeignReport], None] | None = None
-        #: The policy the daemon holds (last sync plus later broadcasts); None before the
-        #: first sync. Self-healing puts files back to it.
+        #: The policy the daemon holds (the database as last read); None before the first
+        #: sync. Self-healing puts files back to it.
         self.desired: policy.DesiredState | None = None
 
     def configure(self, *, supported_interfaces: Collection[str], discovery_enabled: bool,
                   deny_unknown_macs: bool, scope: policy.Scope = policy.UNSCOPED) -> None:
-        """Apply re-read options (SIGHUP); broadcasts use them now, the next full sync too."""
+        """Apply re-read options (SIGHUP); the next read uses them."""
         with self._lock:
             self.supported_interfaces = frozenset(supported_interfaces)
             self.scope = scope
@@ -112,10 +134,37 @@ class FilterSync:
     def _write(self, changes: Iterable[tuple[str, str, bool]], full: bool = False,
                should_stop: Callable[[], bool] = lambda: False) -> WriteReport:
         """Write ``changes`` (caller holds the lock), then tell the fail-safe."""
-        report = self.hostsdir.write_all(changes, should_stop, full)
+        report = self.hostsdir.write_all(self._noting_closes(changes), should_stop, full)
         if self.after_writes is not None:
             self.after_writes(report, full)
         return report
+
+    def _noting_closes(self, changes: Iterable[tuple[str, str, bool]]
+                       ) -> Iterator[tuple[str, str, bool]]:
+        """``changes`` as they come, noting when a served MAC is refused (lease checks;
+        not before the first sync, whose closes follow a time the filter did not watch)
+        and when a file to rewrite holds someone else's line."""
+        now = time.time()
+        if len(self.closed_at) > 10000:
+            self.closed_at = {mac: at for mac, at in self.closed_at.items()
+                              if at > now - CLOSED_MEMORY}
+        watching = self.desired is not None
+        odd = self.hostsdir.odd_names
+        for change in changes:
+            name = change[0]
+            if watching and not change[2] and self.hostsdir.state_of(name) is True:
+                self.closed_at[change[1]] = now
+            if name in odd and self._reload_reason is None \
+                    and names_another(self.hostsdir.read_bytes(name), change[1]):
+                self._reload_reason = f"a foreign line in {os.path.join(self.hostsdir.path, name)}"
+            yield change
+
+    def take_reload_reason(self) -> str | None:
+        """Why dnsmasq must be reloaded after the last writes (a rewritten file held a line
+        of another MAC, which dnsmasq keeps until SIGHUP); None if it need not be."""
+        with self._lock:
+            reason, self._reload_reason = self._reload_reason, None
+        return reason
 
     def write_deny_wildcard(self) -> None:
         """Refuse unknown MACs now (start-up, before the first sync); raises OSError."""
@@ -126,26 +175,36 @@ class FilterSync:
         if reason is not None:
             raise OSError(reason)
 
+    # -- reads of the database, applied one at a time ---------------------------------
     def full_sync(self) -> SyncResult:
         """Bring every file in line with the database; raises DatabaseError or OSError.
 
         On a database error nothing is written. One file failing is counted in ``failed``
         and retried next time; the others are still written.
         """
-        with self._sync_lock:
+        with self._read_lock:
             return self._full_sync()
 
     def _full_sync(self) -> SyncResult:
         start = time.monotonic()
         with self._lock:
-            snapshot_seq = self._seq
+            generation = self._generation
             interfaces, scope = self.supported_interfaces, self.scope
             discovery, deny_unknown = self.discovery_enabled, self.deny_unknown_macs
-        snap = self.source.read_snapshot(interfaces, scope)
+            hinted = self._take_hints()  # this read covers them
+        try:
+            snap = self.source.read_snapshot(interfaces, scope)
+        except Exception:
+            with self._lock:
+                self._requeue(*hinted)
+            raise
+        served_by = snap.served_by
         desired = policy.compute_split(snap.on_inspection, snap.others,
                                        bool(snap.inspecting), discovery_enabled=discovery,
                                        deny_unknown_macs=deny_unknown)
         del snap
+        desired.served_by = {node: {mac for mac in addresses if mac in desired.allow}
+                             for node, addresses in served_by.items()}
         result = SyncResult(unknown_allowed=desired.unknown_allowed, invalid=desired.invalid)
         self._syncs += 1
         if self._reread_pending or self._syncs % FULL_READ_EVERY == 0:
@@ -155,7 +214,7 @@ class FilterSync:
             raise HostsdirSwapped(f"{self.hostsdir.path} is {why}")
         listing = self.hostsdir.list_entries()
         with self._lock:
-            kept = self._merge_broadcasts(desired, snapshot_seq)
+            result.fenced = self._fence(desired, generation, None)
             self.hostsdir.scan(listing)
             del listing
             result.foreign = self._remove_foreign()
@@ -166,39 +225,52 @@ class FilterSync:
             self.desired = desired
             result.reopened = self.closed_unknown is not None
             self.closed_unknown = None
+            self.full_sync_due = False
         result.allowed, result.denied = len(desired.allow), len(desired.deny)
         result.written, result.failed = report.written, report.failed
-        result.kept_broadcasts, result.interrupted = kept, report.interrupted
+        result.interrupted = report.interrupted
         result.held = report.held
         result.duration = time.monotonic() - start
         return result
 
-    def _merge_broadcasts(self, desired: policy.DesiredState, snapshot_seq: int) -> int:
-        """Overlay broadcasts newer than the snapshot; forget the older ones."""
-        if self._unknown is not None:
-            seq, allowed = self._unknown
-            if seq > snapshot_seq:
-                desired.unknown_allowed = allowed
-            else:
-                self._unknown = None
+    def _fence(self, desired: policy.DesiredState, generation: int,
+               read: Collection[str] | None) -> int:
+        """Keep denied every MAC closed at once after a read began (caller holds the lock);
+        such MACs are read again. Forget the fences the read covered (``read``: the MACs
+        it read; None: all). How many MACs the fence kept closed."""
         kept = 0
-        for mac, (seq, allow) in list(self._broadcasts.items()):
-            if seq > snapshot_seq:
-                desired.set(mac, allow)
+        for mac, closed in list(self._closed.items()):
+            if closed > generation:
+                desired.set(mac, False)
+                self._macs.add(mac)
                 kept += 1
-            else:
-                del self._broadcasts[mac]
+            elif read is None or mac in read:
+                del self._closed[mac]
         return kept
 
-    def apply_broadcast(self, allow: Iterable[object] | None = None,
-                        deny: Iterable[object] | None = None,
-                        origin: str = "Broadcast", in_scope: bool = False) -> BroadcastResult:
-        """Validate and normalise the MACs, then write their files; a MAC in both is denied.
+    def _take_hints(self) -> tuple[set[str], set[str], set[str]]:
+        hinted = self._macs, self._nodes, self._ports
+        self._macs, self._nodes, self._ports = set(), set(), set()
+        return hinted
+
+    def _requeue(self, wanted: set[str], nodes: set[str], ports: set[str]) -> None:
+        self._macs |= wanted
+        self._nodes |= nodes
+        self._ports |= ports
+
+    @property
+    def pending(self) -> bool:
+        """Hints wait to be read."""
+        return bool(self._macs or self._nodes or self._ports)
+
+    def hint(self, allow: Iterable[object] | None = None, deny: Iterable[object] | None = None,
+             *, nodes: Collection[str] = (), ports: Collection[str] = (),
+             origin: str = "Broadcast") -> BroadcastResult:
+        """Take a broadcast's or a notification's hint: denies are written now, everything
+        else waits for :meth:`reconcile_pending` to read the database.
 
         Invalid entries (and a non-list argument) are logged, counted in ``rejected`` and
-        skipped; the valid ones are still applied. A scoped filter checks the allows against
-        the database first (:mod:`pxe_filter.scope_check`) unless ``in_scope`` (the caller
-        decided them from database rows with the same scope).
+        skipped; the valid ones are still taken. A MAC in both lists is denied.
         """
         good_allow, bad_allow = macs.split_valid(allow)
         good_deny, bad_deny = macs.split_valid(deny)
@@ -208,67 +280,159 @@ class FilterSync:
             bad = [_describe_invalid(v) for v in (*bad_allow, *bad_deny)[:3]]
             LOG.warning("%s: rejected %s", origin,
                         macs.summary(result.rejected, bad, "invalid entr(y/ies)"))
-        if not in_scope:
-            good_allow, good_deny = scope_check.screen(self.source, self.scope, good_allow,
-                                                       good_deny, origin)
-        wanted = policy.merge_lists(good_allow, good_deny)
+        denied = set(good_deny)
         with self._lock:
-            self._seq += 1
-            changes = []
-            for mac, want in wanted.items():
-                self._broadcasts[mac] = (self._seq, want)
-                if self.desired is not None:
-                    self.desired.set(mac, want)
-                for name in self.hostsdir.names_for(mac):
-                    if (not self.hostsdir.loaded or self.hostsdir.state_of(name) is not want
-                            or not _same_file(self.hostsdir, name)):
-                        changes.append((name, mac, want))
-            changes.sort(key=lambda item: item[2])
-            report = self._write(changes)
-        result.allowed = sum(wanted.values())
-        result.denied = len(wanted) - result.allowed
+            report = self._close_now(denied) if denied else WriteReport()
+            self._macs.update(good_allow, denied)
+            self._nodes.update(nodes)
+            self._ports.update(ports)
+            waiting = self.pending
+        result.allowed = len(set(good_allow) - denied)
+        result.denied = len(denied)
         result.written, result.failed = report.written, report.failed
-        if wanted or result.rejected:
-            LOG.info("%s applied: %d allowed, %d denied, %d rejected; %d file(s) "
-                     "written, %d failed", origin, result.allowed, result.denied,
-                     result.rejected, result.written, result.failed)
-            LOG.debug("Broadcast allowed %s, denied %s",
-                      sorted(m for m, a in wanted.items() if a),
-                      sorted(m for m, a in wanted.items() if not a))
+        if waiting:
+            self.on_pending()
+        if denied or result.rejected:
+            LOG.info("%s: %d MAC(s) denied at once (%d file(s) written, %d failed), %d "
+                     "allow(s) to confirm with the database, %d rejected", origin,
+                     result.denied, result.written, result.failed, result.allowed,
+                     result.rejected)
+        LOG.debug("%s: deny %s, look up %s, nodes %s, ports %s", origin, sorted(denied),
+                  sorted(good_allow), sorted(nodes)[:10], sorted(ports)[:10])
         if self.on_broadcast is not None:
             self.on_broadcast(result)
         return result
+
+    def _close_now(self, denied: set[str]) -> WriteReport:
+        """Write the denies of a hint and fence older reads (caller holds the lock)."""
+        self._generation += 1
+        changes = []
+        for mac in denied:
+            self._closed[mac] = self._generation
+            if self.desired is not None:
+                self.desired.set(mac, False)
+            for name in self.hostsdir.names_for(mac):
+                if (not self.hostsdir.loaded or self.hostsdir.state_of(name) is not False
+                        or not _same_file(self.hostsdir, name)):
+                    changes.append((name, mac, False))
+        return self._write(changes)
+
+    def close(self, mac: str, reload: Callable[[], object] | None = None) -> bool:
+        """Deny ``mac`` now, whatever the files say (a lease it should not have had), and
+        make dnsmasq forget what it read; True if the file was rewritten."""
+        with self._lock:
+            self._generation += 1
+            self._closed[mac] = self._generation
+            if self.desired is not None:
+                self.desired.set(mac, False)
+            report = self._write([(name, mac, False) for name in self.hostsdir.names_for(mac)])
+            self._macs.add(mac)
+        self.on_pending()
+        if reload is not None:
+            reload()
+        return bool(report.written)
+
+    def reconcile_pending(self) -> BroadcastResult | None:
+        """Read the hinted MACs, nodes and ports from the database and write what it says;
+        None if nothing was hinted. Raises DatabaseError (the hints stay queued)."""
+        with self._read_lock:
+            with self._lock:
+                if self.desired is None or not self.pending:
+                    return None
+                generation = self._generation
+                interfaces, scope = self.supported_interfaces, self.scope
+                hinted = self._take_hints()
+                held = {node: set(self.desired.served_by[node]) for node in hinted[1]
+                        if node in self.desired.served_by}
+            wanted, nodes, ports = hinted
+            try:
+                found = self.source.lookup(wanted, nodes, ports, supported_interfaces=interfaces,
+                                           scope=scope, held=held)
+            except Exception:
+                with self._lock:
+                    self._requeue(*hinted)
+                raise
+            with self._lock:
+                result = self._apply_lookup(found, wanted, generation, interfaces, scope)
+        LOG.info("Database read for %d MAC(s), %d node(s), %d port(s): %d allowed, %d "
+                 "denied, %d left to the wildcard; %d file(s) written, %d failed",
+                 len(wanted), len(nodes), len(ports), result.allowed, result.denied,
+                 result.unknown, result.written, result.failed)
+        if self.on_read is not None:
+            self.on_read(result)
+        return result
+
+    def _apply_lookup(self, found: Lookup, wanted: set[str], generation: int,
+                      interfaces: Collection[str], scope: policy.Scope) -> BroadcastResult:
+        """Update the held policy with what the database said; write the files that differ
+        (caller holds the lock)."""
+        desired = self.desired
+        assert desired is not None
+        result = BroadcastResult()
+        if found.missing_nodes:
+            self.full_sync_due = True  # a deleted node's MACs: only a full read knows them
+        desired.unknown_allowed = self.closed_unknown is None and policy.unknown_allowed(
+            found.any_served, discovery_enabled=self.discovery_enabled,
+            deny_unknown_macs=self.deny_unknown_macs)
+        for node, served in found.served_nodes.items():
+            desired.served_by[node] = served
+        for node in found.unserved_nodes:
+            desired.served_by.pop(node, None)
+        read = wanted | found.asked | set(found.ports)
+        for mac, allow in _verdicts(found, read, interfaces, scope).items():
+            if allow is None:
+                desired.forget(mac)  # no port here: the unknown-MAC policy decides
+                result.unknown += 1
+                continue
+            desired.set(mac, allow)
+            if allow:
+                result.allowed += 1
+            else:
+                result.denied += 1
+        result.fenced = self._fence(desired, generation, read)
+        changes = [(name, mac, want) for mac in read for name in self.hostsdir.names_for(mac)
+                   for want in [desired.decision(mac)]
+                   if self._differs(name, want, mac in desired.allow or mac in desired.deny)]
+        if self.hostsdir.state_of(WILDCARD) is not desired.unknown_allowed:
+            changes.append((WILDCARD, WILDCARD_MAC, desired.unknown_allowed))
+        changes.sort(key=lambda change: change[2])  # denies first
+        report = self._write(changes)
+        result.written, result.failed = report.written, report.failed
+        return result
+
+    def _differs(self, name: str, want: bool, named: bool) -> bool:
+        """Whether file ``name`` must be written to say ``want``. A MAC the database does
+        not name needs no file of its own: the wildcard decides for it."""
+        exists = name in self.hostsdir.inodes or self.hostsdir.state_of(name) is not None
+        if not exists:
+            return named
+        return self.hostsdir.state_of(name) is not want or not _same_file(self.hostsdir, name)
 
     def close_unknown(self, why: str) -> bool:
         """Deny MACs of no port until the next full sync (the database does not answer);
         known MACs keep their verdict. True if a file was rewritten."""
         with self._lock:
             self.closed_unknown = why
-            self._unknown = None
             if self.desired is None or not self.desired.unknown_allowed:
                 return False
             self.desired.unknown_allowed = False
-            return bool(self._write(self.hostsdir.changes(self.desired)).written)
+            return bool(self._write([(WILDCARD, WILDCARD_MAC, False)]).written)
 
-    def follow_unknown(self, any_served: bool) -> bool:
-        """Between syncs: serve unknown MACs iff the policy says so now that ``any_served``
-        (a node's ports are served) changed; True if the wildcard file was rewritten."""
-        with self._lock:
-            if self.desired is None:
-                return False
-            allowed = policy.unknown_allowed(any_served, discovery_enabled=self.discovery_enabled,
-                                             deny_unknown_macs=self.deny_unknown_macs)
-            if self.closed_unknown is not None:
-                allowed = False  # a database outage closed them: the next sync decides
-            self._seq += 1
-            self._unknown = (self._seq, allowed)
-            if allowed == self.desired.unknown_allowed:
-                return False
-            self.desired.unknown_allowed = allowed
-            self._write([(WILDCARD, WILDCARD_MAC, allowed)])
-        LOG.info("Unknown MACs now %s: %s", "allowed" if allowed else "denied",
-                 "a node is on inspection" if any_served else "no node is on inspection")
-        return True
+    def decision(self, mac: str) -> bool | None:
+        """The held policy's verdict for canonical ``mac`` (None before the first sync)."""
+        desired = self.desired
+        return None if desired is None else desired.decision(mac)
+
+    def database_verdicts(self, wanted: Collection[str]) -> dict[str, bool]:
+        """What the database says of each MAC now (its node, else the unknown-MAC policy);
+        raises DatabaseError."""
+        interfaces, scope = self.supported_interfaces, self.scope
+        found = self.source.lookup(wanted, supported_interfaces=interfaces, scope=scope)
+        unknown = self.closed_unknown is None and policy.unknown_allowed(
+            found.any_served, discovery_enabled=self.discovery_enabled,
+            deny_unknown_macs=self.deny_unknown_macs)
+        return {mac: unknown if allow is None else allow
+                for mac, allow in _verdicts(found, wanted, interfaces, scope).items()}
 
     def figures(self) -> tuple[int, int, bool | None]:
         """(allowed, denied, unknown allowed) of the held policy (None before a sync)."""
@@ -319,57 +483,39 @@ class FilterSync:
         assert self.desired is not None
         return self.desired.unknown_allowed if name == WILDCARD else self.desired.decision(mac)
 
-    def retry_failed(self) -> WriteReport | None:
-        """While files fail: list the directory and write what differs from the held policy
-        (no database read); None if nothing is failing."""
-        with self._sync_lock, self._lock:
-            if self.desired is None or not self.hostsdir.failing:
-                return None
-            self.hostsdir.scan()
-            self._remove_foreign()
-            self.hostsdir.ensure_reserve()
-            return self._write(self.hostsdir.changes(self.desired), True)
+    def converge(self, *, failing_only: bool = False, reread: bool = False,
+                 reopen: bool = False) -> list[str] | None:
+        """Write every file that differs from the held policy, with no database read: while
+        writes fail (``failing_only``: None if none does), after an inotify overflow
+        (``reread`` every file first), or into the new or emptied directory now at the
+        hostsdir path (``reopen``, held from now on). The names written; raises OSError.
 
-    def recheck_all(self) -> list[str]:
-        """Re-read every file and repair the differences (inotify queue overflow).
-
-        Reads and lists outside the lock (as a full sync does): a foreign burst that
-        overflowed the queue must not hold up broadcasts for a full re-read.
+        Listing and re-reading run outside the lock, as in a full sync: a foreign burst that
+        overflowed the queue must not hold up denies for a full re-read.
         """
-        with self._sync_lock:
-            if self.desired is None:
-                return []
-            self._reread_contents()
-            listing = self.hostsdir.list_entries()
+        with self._read_lock:
+            if reread and self.desired is not None:
+                self._reread_contents()
+            listing = None if reopen else self.hostsdir.list_entries()
             with self._lock:
-                return self._repair_all(listing)
-
-    def _repair_all(self, listing: Listing) -> list[str]:
-        assert self.desired is not None
-        self.hostsdir.scan(listing)
-        self._remove_foreign()
-        changes = self.hostsdir.changes(self.desired)
-        if changes:
-            for name, _mac, want in changes:
-                LOG.warning("%s differs from the policy: restored to %s",
-                            os.path.join(self.hostsdir.path, name), "allow" if want else "deny")
-        self._write(changes, True)
-        return [name for name, _, _ in changes]
-
-    def restore_directory(self) -> int:
-        """Rewrite every file of the held policy into the new or emptied directory now at
-        the hostsdir path (held from now on); raises OSError."""
-        with self._sync_lock, self._lock:
-            self.hostsdir.reopen()
-            self.hostsdir.invalidate()
-            self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
-            self.hostsdir.ensure_reserve()
-            self.hostsdir.scan()
-            self._remove_foreign()
-            if self.desired is None:
-                return 1
-            report = self._write(self.hostsdir.changes(self.desired), True)
-            return report.written + 1
+                if failing_only and (self.desired is None or not self.hostsdir.failing):
+                    return None
+                written = []
+                if reopen:
+                    self.hostsdir.reopen()
+                    self.hostsdir.invalidate()
+                    self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
+                    written.append(WILDCARD)
+                self.hostsdir.scan(listing)
+                self._remove_foreign()
+                self.hostsdir.ensure_reserve()
+                changes = [] if self.desired is None else self.hostsdir.changes(self.desired)
+                for name, _mac, want in changes if reread else ():
+                    LOG.warning("%s differs from the policy: restored to %s",
+                                os.path.join(self.hostsdir.path, name),
+                                "allow" if want else "deny")
+                self._write(changes, True)
+                return written + [name for name, _, _ in changes]
 
     def purge_stale(self, reload: Callable[[], object]) -> int:
         """Delete files of MACs no port has any more, then reload dnsmasq at once.
@@ -382,7 +528,7 @@ class FilterSync:
         with self._lock:
             if self.desired is None:
                 return 0
-            stale = self.hostsdir.stale_files(self.desired, set(self._broadcasts))
+            stale = self.hostsdir.stale_files(self.desired, set(self._closed))
             removed = self.hostsdir.remove(stale)
             if not removed:
                 return 0
@@ -395,6 +541,31 @@ class FilterSync:
             LOG.info("Purged %d file(s) of MACs without a port; dnsmasq reloaded",
                      len(removed))
             return len(removed)
+
+
+def names_another(data: bytes | None, mac: str) -> bool:
+    """Whether file content ``data`` holds a line dnsmasq would apply to something other
+    than ``mac`` (another MAC, a hostname rule, a tag...). Empty content, and ``mac``'s own
+    allow or deny line in any case, do not: a rewrite of the file supersedes those."""
+    if not data:
+        return False
+    for line in data.decode(errors="replace").splitlines():
+        entry = line.strip().lower()
+        if entry and entry not in (mac, f"{mac},ignore"):
+            return True
+    return False
+
+
+def _verdicts(found: Lookup, wanted: Collection[str], interfaces: Collection[str],
+              scope: policy.Scope) -> dict[str, bool | None]:
+    """Each MAC's verdict from its port's node; None where the unknown-MAC policy decides."""
+    verdicts: dict[str, bool | None] = {}
+    for mac in wanted:
+        view = found.ports.get(mac)
+        verdicts[mac] = None if view is None else policy.port_verdict(
+            view.provision_state, view.inspect_interface, view.conductor_group, view.shard,
+            supported_interfaces=interfaces, scope=scope)
+    return verdicts
 
 
 def _same_file(hostsdir: HostsDir, name: str) -> bool:

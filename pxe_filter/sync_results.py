@@ -1,4 +1,4 @@
-"""What one full sync and one broadcast did: the figures logs, status and metrics report."""
+"""What one full sync, one hint and one lookup did: the figures logs, status and metrics report."""
 
 from dataclasses import dataclass
 
@@ -15,7 +15,7 @@ class SyncResult:
     duration: float = 0.0
     invalid: int = 0
     reread: int = 0
-    kept_broadcasts: int = 0
+    fenced: int = 0  # MACs denied since the read began, kept denied and read again
     interrupted: bool = False
     purged: int = 0
     held: int = 0
@@ -35,10 +35,12 @@ class SyncResult:
 
 @dataclass
 class BroadcastResult:
-    """Outcome of one broadcast."""
+    """Outcome of one hint (denies written at once) or of the database read it led to."""
 
     allowed: int = 0
     denied: int = 0
     rejected: int = 0
     written: int = 0
     failed: int = 0
+    unknown: int = 0  # MACs the database has no port for: left to the wildcard
+    fenced: int = 0

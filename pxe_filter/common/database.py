@@ -3,13 +3,20 @@
 Shared by the filter (read-only, possibly on Ironic's own database) and the inspection service.
 """
 
+import contextlib
 import functools
 import importlib.util
 import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
+
+T = TypeVar("T")
 
 
 class DatabaseError(Exception):
@@ -42,7 +49,10 @@ def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False, 
     parsed = _with_installed_driver(parsed)
     # hide_parameters: an error's text never quotes the bound values (a node's driver_info
     # holds BMC passwords; inventories hold whatever the ramdisk sent).
-    kwargs: dict = {"pool_pre_ping": True, "future": True, "hide_parameters": True}
+    # A read-only engine (the filter's) skips the pre-ping: that SELECT 1 runs inside the
+    # pool's checkout, where :func:`bounded` cannot reach its socket, so a frozen server
+    # would hold it for ever; a stale pooled connection is retried once instead.
+    kwargs: dict = {"pool_pre_ping": not read_only, "future": True, "hide_parameters": True}
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
@@ -142,6 +152,95 @@ def check_connection(engine: Engine) -> None:
     except sa.exc.SQLAlchemyError as exc:
         raise DatabaseError(f"cannot connect to database {describe_url(engine.url)}: "
                             f"{error_reason(exc)}") from None
+
+
+class ReadTimeout(DatabaseError):
+    """A read got no answer within its bound; its connection was cut."""
+
+
+def bounded_read(engine: Engine, seconds: float, read: Callable[[sa.Connection], T]) -> T:
+    """``read(connection)``, cut after ``seconds`` whatever the server does.
+
+    Server-side timeouts and TCP keepalives do not help against a frozen server: its kernel
+    still acknowledges every packet. So a timer shuts the connection's socket down (SQLite:
+    interrupts the statement); the blocked call then fails at once, SQLAlchemy discards the
+    connection, and :class:`ReadTimeout` is raised. Opening a connection is bounded by
+    ``[database]connect_timeout``. A pooled connection found dead (the server restarted
+    since) is replaced and ``read`` run once more. Other driver errors propagate.
+    """
+    try:
+        return _bounded_once(engine, seconds, read)
+    except _StaleConnection:
+        pass
+    try:
+        return _bounded_once(engine, seconds, read)
+    except _StaleConnection as exc:
+        raise exc.__cause__ from None
+
+
+class _StaleConnection(Exception):
+    """A pooled connection turned out dead before the read got an answer."""
+
+
+def _bounded_once(engine: Engine, seconds: float, read: Callable[[sa.Connection], T]) -> T:
+    cut = threading.Event()
+    holder: list = []
+
+    def _cut() -> None:
+        cut.set()
+        if holder:
+            _interrupt(holder[0])
+
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    timer = threading.Timer(seconds, _cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        with engine.connect() as conn:
+            holder.append(conn.connection.dbapi_connection)
+            if cut.is_set():
+                _interrupt(holder[0])
+            try:
+                return read(conn)
+            except (sa.exc.DBAPIError, dbapi_error) as exc:
+                # Raw cursors (the full sync's) bypass SQLAlchemy's disconnect handling.
+                raw = getattr(exc, "orig", None) or exc
+                dead = cut.is_set() or getattr(exc, "connection_invalidated", False) \
+                    or engine.dialect.is_disconnect(raw, holder[0], None)
+                if dead and not conn.invalidated:
+                    conn.invalidate()
+                if cut.is_set():
+                    raise ReadTimeout(
+                        f"no answer from {describe_url(engine.url)} within {seconds:g} s: "
+                        f"connection cut (is the database server frozen or "
+                        f"overloaded?)") from None
+                if dead:
+                    raise _StaleConnection() from exc
+                raise
+    finally:
+        timer.cancel()
+
+
+def _interrupt(dbapi_conn: object) -> None:
+    """Make whatever blocks on ``dbapi_conn`` fail now (from another thread)."""
+    if hasattr(dbapi_conn, "interrupt"):  # sqlite3
+        with contextlib.suppress(Exception):
+            dbapi_conn.interrupt()
+        return
+    sock = getattr(dbapi_conn, "_sock", None)  # PyMySQL
+    fd = sock.fileno() if sock is not None else None
+    if fd is None and hasattr(dbapi_conn, "fileno"):  # psycopg2, psycopg
+        with contextlib.suppress(Exception):
+            fd = dbapi_conn.fileno()
+    if fd is None or fd < 0:
+        return
+    with contextlib.suppress(OSError):
+        # shutdown() acts on the socket itself, not on this duplicate descriptor
+        dup = socket.socket(fileno=os.dup(fd))
+        try:
+            dup.shutdown(socket.SHUT_RDWR)
+        finally:
+            dup.close()
 
 
 def engine_from_conf(conf, read_only: bool = False) -> Engine:

@@ -18,6 +18,7 @@ from pathlib import Path
 import jinja2
 from oslo_config import cfg
 
+from pxe_filter import leases
 from pxe_filter.dnsmasq import settings as settings_mod
 from pxe_filter.dnsmasq.settings import DnsmasqConfigError, DnsmasqSettings
 
@@ -170,3 +171,34 @@ def render_conf(conf: cfg.ConfigOpts) -> str:
     """Validate the ``[dnsmasq]`` options of ``conf`` and render them (nothing written)."""
     settings = settings_mod.from_conf(conf)
     return render(settings, conf.dnsmasq.template)
+
+
+def install_lease_script(settings: DnsmasqSettings) -> bool:
+    """Write the ``dhcp-script`` that reports leases (mode 0755, atomically) and make its
+    report directory; True if the script changed. Nothing to do without reports."""
+    if not settings.lease_script or not settings.lease_report_dir:
+        return False
+    os.makedirs(settings.lease_report_dir, mode=0o755, exist_ok=True)
+    data = leases.script(settings.lease_report_dir).encode()
+    path = settings.lease_script
+    try:
+        with open(path, "rb") as current:
+            if current.read() == data and os.stat(path).st_mode & 0o777 == 0o755:
+                return False
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise DnsmasqConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    tmp = f"{path}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o755)
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+            os.fchmod(stream.fileno(), 0o755)  # whatever the umask: dnsmasq execs it
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise DnsmasqConfigError(f"cannot write the lease report script {path}: "
+                                 f"{exc.strerror or exc}") from None
+    return True

@@ -77,6 +77,13 @@ dnsmasq_opts = [
                help="dnsmasq's lease database."),
     cfg.StrOpt("pid_file", default="/run/ironic-inspection-dnsmasq/dnsmasq.pid",
                help="dnsmasq's pid file; empty: none."),
+    cfg.StrOpt("lease_report_dir", default="/var/lib/ironic-pxe-filter/leases",
+               help="Directory where dnsmasq reports every lease it grants to "
+                    "ironic-pxe-filter (through a dhcp-script written beside config_file), "
+                    "so a lease to a MAC the database denies is caught, logged at CRITICAL "
+                    "and closed. dnsmasq must be able to write in it and the daemon to "
+                    "read and delete there (share it with a dnsmasq container). Empty: no "
+                    "reports."),
     cfg.BoolOpt("log_dhcp", default=True,
                 help="Log every DHCP exchange (log-dhcp): useful to see why a MAC is refused."),
     cfg.StrOpt("log_facility",

@@ -23,7 +23,7 @@ from pxe_filter.common.config import (
     files_or_default,
     load,
 )
-from pxe_filter.dnsmasq import config, options
+from pxe_filter.dnsmasq import config, options, settings
 from pxe_filter.dnsmasq.settings import DnsmasqConfigError
 
 PROG = "ironic-pxe-filter render-dnsmasq-config"
@@ -86,7 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         path = args.output or conf.dnsmasq.config_file
         _make_directories(conf, path, installing=not args.output)
-        changed = config.install(text, path, conf.dnsmasq.binary)
+        # The script first: the configuration that names it is only installed after.
+        script_changed = config.install_lease_script(settings.from_conf(conf))
+        changed = config.install(text, path, conf.dnsmasq.binary) or script_changed
     except ConfigError as exc:
         print(f"{PROG}: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ problems are reported together, each naming its option and value.
 """
 
 import ipaddress
+import os
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -74,8 +75,13 @@ class DnsmasqSettings:
     log_dhcp: bool
     log_facility: str | None
     user: str | None
+    #: Where dnsmasq's lease reports go and the dhcp-script writing them (None: no reports).
+    lease_report_dir: str | None = None
+    lease_script: str | None = None
 
 
+#: The dhcp-script that reports leases, written beside [dnsmasq]config_file.
+LEASE_SCRIPT = "dnsmasq-lease-report"
 # Tags the template sets itself; a range tag with one of these names would change boot files.
 RESERVED_TAGS = frozenset({"ipxe", "bios", "efi32", "efi64", "efiarm64", "httpboot", "known"})
 _TAG = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
@@ -276,6 +282,16 @@ def _leasefile(check: _Checker) -> str:
     return check.path("leasefile") or ""
 
 
+def _lease_reports(check: _Checker) -> dict[str, str | None]:
+    """The lease report directory and the script beside the configuration file."""
+    spool = check.path("lease_report_dir")
+    config_file = check.path("config_file")
+    if not spool or not config_file:
+        return {"lease_report_dir": None, "lease_script": None}
+    return {"lease_report_dir": spool,
+            "lease_script": os.path.join(os.path.dirname(config_file), LEASE_SCRIPT)}
+
+
 def _hostsdir(check: _Checker, conf: cfg.ConfigOpts) -> str | None:
     filter_dir = None
     group = getattr(conf, "pxe_filter", None) if "pxe_filter" in conf else None
@@ -345,7 +361,8 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
         hostsdir=_hostsdir(check, conf) or "", leasefile=_leasefile(check),
         pid_file=check.path("pid_file"), log_dhcp=bool(check.raw("log_dhcp")),
         log_facility=_log_facility(check),
-        user=check.match("user", _USER, "a user name (lower-case letters, digits, '_', '-')"))
+        user=check.match("user", _USER, "a user name (lower-case letters, digits, '_', '-')"),
+        **_lease_reports(check))
     for name in ("ipv6_bootfile_url", "ipv6_arm64_bootfile_url", "ipv6_ipxe_script_url"):
         if getattr(settings, name) and not settings.range_v6:
             check.problems.append(f"[dnsmasq]{name} is set without dhcp_range_v6: "

@@ -1,10 +1,9 @@
 """Ironic's versioned notifications, read as untrusted input: which node or port may have
 changed.
 
-Only the UUIDs matter: whatever a payload says about states, addresses or times, the
-follower re-reads that node or port from the database
-(:mod:`pxe_filter.notifications.follower`), so a notification can never make the files say
-something the database does not. The payload's address is not even kept. Anything that is
+Only the UUIDs and a port's address matter, as hints: whatever a payload says, the filter
+re-reads that node, port and MAC from the database (:mod:`pxe_filter.notifications.follower`),
+so a notification can never make the files say something the database does not. Anything that is
 not a well-formed Ironic notification raises :class:`Malformed` with a short reason, for one
 summary log line.
 """
@@ -12,6 +11,8 @@ summary log line.
 import json
 import re
 from dataclasses import dataclass
+
+from pxe_filter.common import macs
 
 #: Largest message accepted; Ironic's node payloads are a few kB.
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -42,6 +43,9 @@ class NodeChanged:
     message_id: str
     port_uuid: str | None = None
     deleted: bool = False
+    #: The port's address as the payload says (a deleted port's, or its new one): only a
+    #: MAC to look up, never trusted. None when absent or not a MAC.
+    address: str | None = None
 
 
 def relevant(event_type: str) -> bool:
@@ -75,14 +79,19 @@ def parse(body: object) -> NodeChanged | None:
     if not isinstance(timestamp, str) or not _TIMESTAMP.fullmatch(timestamp):
         raise Malformed(f"{event_type}: timestamp missing or not a date and time")
     message_id = message.get("message_id")
-    port_uuid = None
+    port_uuid = address = None
     if event_type.startswith(PORT_EVENTS):
         port_uuid = data.get("uuid")
         if not isinstance(port_uuid, str) or not _UUID.fullmatch(port_uuid):
             raise Malformed(f"{event_type}: uuid is not a UUID")
+        try:
+            address = macs.normalize_mac(data.get("address"))
+        except macs.InvalidMAC:
+            address = None
     return NodeChanged(event_type, node_uuid.lower(), timestamp.replace("T", " "),
                        message_id if isinstance(message_id, str) else "",
-                       port_uuid.lower() if port_uuid else None, ".delete." in event_type)
+                       port_uuid.lower() if port_uuid else None, ".delete." in event_type,
+                       address)
 
 
 def _unwrap(body: object) -> dict:

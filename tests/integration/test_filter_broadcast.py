@@ -1,4 +1,5 @@
-"""update_pxe_filters broadcasts through a real RabbitMQ reaching two real daemons."""
+"""update_pxe_filters broadcasts through a real RabbitMQ reaching two real daemons: hints that
+the database confirms or contradicts, in any order."""
 
 import signal
 import subprocess
@@ -19,6 +20,12 @@ from tests.support.daemon import start_filter
 
 M1, M2, M3 = "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"
 ALLOW, DENY = "{}\n", "{},ignore\n"
+#: manageable nodes whose MACs get an allow and a deny cast back to back
+PAIRS = 120
+
+
+def pair_mac(i: int) -> str:
+    return f"52:54:00:00:0a:{i:02x}"
 
 
 def read(path: Path):
@@ -38,16 +45,31 @@ def wait_all(paths, expected, timeout):
     return time.monotonic() - start
 
 
+def set_state(sqlite_url, state, macs=(M1, M2)):
+    """Commit a provision state for the node(s) of ``macs`` (the sender commits, then casts)."""
+    engine = create_engine(sqlite_url)
+    with engine.begin() as conn:
+        ids = sa.select(Port.node_id).where(Port.address.in_(macs)).scalar_subquery()
+        conn.execute(sa.update(Node).where(Node.id.in_(ids)).values(provision_state=state))
+    engine.dispose()
+
+
 @pytest.fixture
 def two_daemons(rabbit_url, sqlite_url, tmp_path):
     engine = create_engine(sqlite_url)
     migration.upgrade(engine)
     with engine.begin() as conn:
         node = conn.execute(sa.insert(Node).values(
-            uuid=str(uuid.uuid4()), provision_state="active",
+            uuid=str(uuid.uuid4()), provision_state="active", inspect_interface="agent",
             conductor_group="")).inserted_primary_key[0]
         conn.execute(sa.insert(Port), [
             {"uuid": str(uuid.uuid4()), "address": mac, "node_id": node} for mac in (M1, M2)])
+        for i in range(PAIRS):
+            other = conn.execute(sa.insert(Node).values(
+                uuid=str(uuid.uuid4()), provision_state="manageable",
+                inspect_interface="agent", conductor_group="")).inserted_primary_key[0]
+            conn.execute(sa.insert(Port).values(uuid=str(uuid.uuid4()), address=pair_mac(i),
+                                                node_id=other))
     engine.dispose()
     daemons = []
     try:
@@ -74,28 +96,58 @@ def transport(rabbit_url):
     transport.cleanup()
 
 
-def test_python_broadcast_reaches_both_daemons_within_a_second(two_daemons, transport):
+def test_python_broadcast_reaches_both_daemons_within_a_second(two_daemons, transport,
+                                                               sqlite_url):
     files = [d.hostsdir / M1 for d in two_daemons]
     assert all(read(f) == DENY.format(M1) for f in files)
+    set_state(sqlite_url, "inspect wait")
     broadcast.broadcast(transport, allow=[M1.upper()])
     assert wait_all(files, ALLOW.format(M1), timeout=1.0) < 1.0
+    set_state(sqlite_url, "manageable")
     broadcast.broadcast(transport, deny=[M1])
     assert wait_all(files, DENY.format(M1), timeout=1.0) < 1.0
-    # A MAC without a port can be opened too (a machine about to be discovered).
-    broadcast.broadcast(transport, allow=[M3], deny=[M2])
-    wait_all([d.hostsdir / M3 for d in two_daemons], ALLOW.format(M3), timeout=1.0)
     for daemon in two_daemons:
-        daemon.wait_log("Broadcast applied: 1 allowed, 1 denied, 0 rejected")
+        daemon.wait_log("Database read for 1 MAC(s), 0 node(s), 0 port(s): 1 allowed")
 
 
-def test_cli_notify_reaches_both_daemons_within_a_second(two_daemons, rabbit_url):
+def test_an_allow_the_database_contradicts_opens_nothing(two_daemons, transport):
+    # M1's node is active; M3 has no port and nothing is on inspection (unknown MACs denied)
+    broadcast.broadcast(transport, allow=[M1, M3])
+    time.sleep(0.5)
+    for daemon in two_daemons:
+        daemon.wait_log("Database read for 2 MAC(s)")
+        assert read(daemon.hostsdir / M1) == DENY.format(M1)
+        assert read(daemon.hostsdir / M3) is None  # left to the deny wildcard
+        assert read(daemon.hostsdir / "unknown_hosts_filter").endswith(",ignore\n")
+
+
+def test_allow_and_deny_cast_back_to_back_end_denied(two_daemons, transport):
+    """The measured race: an allow and a deny 1 ms apart per manageable node, applied by
+    oslo.messaging's pool in any order. The database says manageable: all end denied."""
+    macs = [pair_mac(i) for i in range(PAIRS)]
+    for mac in macs:
+        broadcast.broadcast(transport, allow=[mac])
+        broadcast.broadcast(transport, deny=[mac])
+    files = [d.hostsdir / mac for d in two_daemons for mac in macs]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(read(f) is None for f in files):
+        time.sleep(0.05)
+    time.sleep(1.0)  # every queued hint read
+    opened = [str(f) for f in files if read(f) != DENY.format(f.name)]
+    assert opened == []
+
+
+def test_cli_notify_reaches_both_daemons_within_a_second(two_daemons, rabbit_url,
+                                                         sqlite_url):
     files = [d.hostsdir / M2 for d in two_daemons]
+    set_state(sqlite_url, "inspect wait")
     cli = Path(sys.executable).with_name("ironic-inspection")
     proc = subprocess.run([str(cli), "filters", "notify", "--transport-url", rabbit_url,
                            "--allow", M2.replace(":", "-")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert wait_all(files, ALLOW.format(M2), timeout=1.0) < 1.0
+    set_state(sqlite_url, "manageable")
     proc = subprocess.run([str(cli), "filters", "notify", "--transport-url", rabbit_url,
                            "--deny", M2], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -103,7 +155,8 @@ def test_cli_notify_reaches_both_daemons_within_a_second(two_daemons, rabbit_url
 
 
 def test_invalid_broadcast_entries_are_rejected_valid_ones_applied(two_daemons, transport,
-                                                                   tmp_path):
+                                                                   tmp_path, sqlite_url):
+    set_state(sqlite_url, "inspect wait")
     om = messaging.oslo_messaging_module()
     client = om.get_rpc_client(transport, broadcast.target(fanout=True))
     invalid = ["52:54:00:00:00", "52:54:00:00:00:00:00", "52-54-00-00-00-0g",
@@ -113,17 +166,19 @@ def test_invalid_broadcast_entries_are_rejected_valid_ones_applied(two_daemons, 
     wait_all([d.hostsdir / M1 for d in two_daemons], ALLOW.format(M1), timeout=1.0)
     # Methods other than update_pxe_filters are not callable.
     client.cast({}, "full_sync")
-    client.cast({}, "apply_broadcast", allow=[M2])
+    client.cast({}, "hint", deny=[M2])
     time.sleep(0.3)
     for daemon in two_daemons:
         assert daemon.proc.poll() is None
-        log = daemon.wait_log("Broadcast applied: 1 allowed, 0 denied, 14 rejected")
+        log = daemon.wait_log("1 allow(s) to confirm with the database, 14 rejected")
         assert "ignoring unknown argument(s) surprise" in log
         assert log.count("Broadcast: rejected 14 invalid entr(y/ies), e.g.") == 1, log
-        assert sorted(p.name for p in daemon.hostsdir.iterdir()
-                      if not p.name.startswith(".")) == sorted([M1, M2, "unknown_hosts_filter"])
-        assert read(daemon.hostsdir / M2) == DENY.format(M2)  # untouched by any of it
+        names = {p.name for p in daemon.hostsdir.iterdir() if not p.name.startswith(".")}
+        assert {M1, M2, "unknown_hosts_filter"} <= names and not names & {"x", "passwd"}
+        # M2 was named by no valid entry: untouched until the next full sync reads it
+        assert read(daemon.hostsdir / M2) == DENY.format(M2)
     assert not (tmp_path / "x").exists()
     # Still serving broadcasts afterwards.
+    set_state(sqlite_url, "manageable")
     broadcast.broadcast(transport, deny=[M1])
     wait_all([d.hostsdir / M1 for d in two_daemons], DENY.format(M1), timeout=1.0)

@@ -62,6 +62,7 @@ def test_metrics_follow_syncs_broadcasts_and_repairs(database, rabbit_url, tmp_p
         assert value(first, "ironic_pxe_filter_sync_duration_seconds_count") >= 1
         assert value(first, "ironic_pxe_filter_files_written_total", origin="sync") >= 2
         assert value(first, "ironic_pxe_filter_broadcasts_total") == 0
+        assert value(first, "ironic_pxe_filter_served_denied_total") == 0
         assert value(first, "process_resident_memory_bytes") > 0
 
         # The periodic sync counts up by itself.
@@ -71,13 +72,17 @@ def test_metrics_follow_syncs_broadcasts_and_repairs(database, rabbit_url, tmp_p
         # Sent raw: the Python client would refuse the invalid entry before sending.
         client = messaging.oslo_messaging_module().get_rpc_client(
             transport, broadcast.target(fanout=True))
-        client.cast({}, broadcast.METHOD, allow=[M3], deny=["not-a-mac"])
-        after = wait_for(url, lambda s: value(s, "ironic_pxe_filter_broadcasts_total") == 1)
+        # M2's node is on inspection: its deny is written at once, then the database
+        # reopens it; M3 has no port: the (open) wildcard serves it without a file.
+        client.cast({}, broadcast.METHOD, allow=[M3], deny=["not-a-mac", M2])
+        after = wait_for(url, lambda s: value(
+            s, "ironic_pxe_filter_files_written_total", origin="broadcast") == 2)
+        assert value(after, "ironic_pxe_filter_broadcasts_total") == 1
         assert value(after, "ironic_pxe_filter_broadcast_macs_total", decision="allow") == 1
+        assert value(after, "ironic_pxe_filter_broadcast_macs_total", decision="deny") == 1
         assert value(after, "ironic_pxe_filter_broadcast_macs_total",
                      decision="rejected") == 1
-        assert value(after, "ironic_pxe_filter_files_written_total", origin="broadcast") == 1
-        assert (hostsdir / M3).read_text() == f"{M3}\n"
+        assert (hostsdir / M2).read_text() == f"{M2}\n" and not (hostsdir / M3).exists()
 
         (hostsdir / M1).unlink()  # someone else deletes a deny file: the daemon repairs it
         wait_for(url, lambda s: value(s, "ironic_pxe_filter_repairs_total") == 1)

@@ -74,13 +74,15 @@ def test_full_sync_is_scoped_in_sql(db_url, tmp_path, mode):
         assert found.pop(WILDCARD) == "*:*:*:*:*:*\n"  # an in-scope node is on inspection
         assert found == ({mac: DENY.format(mac) for mac in outside} if mode == "deny" else {})
         assert (result.allowed, result.denied) == (1, 5 if mode == "deny" else 1)
-        served = source.served_nodes(["agent"], scope)
-        assert [[address for _, address in row.ports] for row in served] == [[IN1]]
-        assert source.port_owners([IN1, OUT1, UNSHARDED]) == {
+        found = source.lookup([IN1, OUT1, UNSHARDED], supported_interfaces=["agent"],
+                              scope=scope)
+        assert {mac: (v.conductor_group, v.shard) for mac, v in found.ports.items()} == {
             IN1: ("rack1", "s1"), OUT1: ("rack2", "s1"), UNSHARDED: ("rack1", None)}
+        assert found.any_served
         unsharded = policy.Scope.from_options(["rack1"], ["<none>"])
         assert source.read_snapshot(["agent"], unsharded).on_inspection == {UNSHARDED}
-        assert not source.any_served(["agent"], policy.Scope.from_options(["rack9"], []))
+        assert not source.lookup(supported_interfaces=["agent"],
+                                 scope=policy.Scope.from_options(["rack9"], [])).any_served
     finally:
         engine.dispose()
 
@@ -118,17 +120,17 @@ def test_scoped_daemon_never_opens_an_out_of_scope_node(scoped_daemon):
     out, _ = add(url, "inspect wait", [OUT1], "rack2")
     bus.send("baremetal.node.provision_set.success", {"uuid": out})
     broadcast.broadcast(transport, allow=[OUT1, IN2])  # IN2: a MAC of no port
-    # The allow is applied as a deny (the node's out-of-scope treatment).
+    # The database says: outside the scope (denied), and no port (the wildcard decides).
     time_until(hostsdir / OUT1, DENY.format(OUT1), timeout=10)
-    daemon.wait_log("1 allow(s) of nodes outside this filter's scope denied, 1 of no port "
-                    "not applied")
+    daemon.wait_log("Database read for 2 MAC(s), 0 node(s), 0 port(s): 0 allowed, 1 denied, "
+                    "1 left to the wildcard")
     # In scope, notified after the other: once it is open, that one was applied too.
     inside, _ = add(url, "inspect wait", [IN1], "rack1")
     bus.send("baremetal.node.provision_set.success", {"uuid": inside})
     time_until(hostsdir / IN1, ALLOW.format(IN1), timeout=10)
     add(url, "manageable", [OUT2], "rack1")
-    broadcast.broadcast(transport, allow=[OUT2])  # in scope: the broadcast is trusted
-    time_until(hostsdir / OUT2, ALLOW.format(OUT2), timeout=10)
+    broadcast.broadcast(transport, allow=[OUT2])  # in scope, but the database says no
+    time_until(hostsdir / OUT2, DENY.format(OUT2), timeout=10)
     assert read(hostsdir / OUT1) == DENY.format(OUT1)
     assert read(hostsdir / IN2) is None
     status = subprocess.run([*filter_command(), "status", "--config-file",
@@ -144,12 +146,15 @@ def test_out_of_scope_node_alone_on_inspection_keeps_unknown_macs_denied(scoped_
     # A port notification of an in-scope node that is not served: its deny file says the
     # batch before it was applied.
     node, (port,) = add(url, "manageable", [UNSHARDED], "rack1")
-    bus.send("baremetal.port.create.end", {"uuid": port, "node_uuid": node})
+    bus.send("baremetal.port.create.end", {"uuid": port, "node_uuid": node,
+                                           "address": UNSHARDED})
     time_until(hostsdir / UNSHARDED, DENY.format(UNSHARDED), timeout=10)
-    assert read(hostsdir / OUT3) is None
+    assert read(hostsdir / OUT3) == DENY.format(OUT3)  # out of scope: denied, as a sync does
     assert read(hostsdir / WILDCARD) == "*:*:*:*:*:*,ignore\n"
-    daemon.signal(signal.SIGHUP)  # a full sync: the same verdict, now with a deny file
-    time_until(hostsdir / OUT3, DENY.format(OUT3), timeout=20)
+    start = len(daemon.log_text())
+    daemon.signal(signal.SIGHUP)  # a full sync: the same verdict
+    daemon.wait_log("Full sync", timeout=20, start=start)
+    assert read(hostsdir / OUT3) == DENY.format(OUT3)
     assert read(hostsdir / WILDCARD) == "*:*:*:*:*:*,ignore\n"
 
 

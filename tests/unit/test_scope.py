@@ -9,11 +9,12 @@ from oslo_config import cfg
 from inspection.db.models import Node, Port
 from pxe_filter import conf as filter_conf
 from pxe_filter import policy
-from pxe_filter.common.database import create_engine
-from pxe_filter.hostsdir import WILDCARD
+from pxe_filter.common.database import DatabaseError, create_engine
+from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.source import DatabaseSource, snapshot_queries
 from pxe_filter.sync import FilterSync
+from tests.support.memory_source import MemorySource
 
 IN1, IN2, OUT1, OUT2, LOOSE = (f"52:54:00:00:aa:0{n}" for n in range(1, 6))
 ALLOW, DENY = "{}\n", "{},ignore\n"
@@ -69,11 +70,13 @@ def test_pxe_allowed_refuses_a_node_outside_the_scope():
     assert not policy.pxe_allowed("inspect wait", "agent", {"agent"}, scope=RACK1)
 
 
-def test_screen_allows_by_mode():
-    owners = {IN1: ("rack1", None), OUT1: ("rack2", None)}
-    assert policy.screen_allows([IN1, OUT1, LOOSE], owners, RACK1) == ([IN1], [OUT1], [LOOSE])
-    assert policy.screen_allows([IN1, OUT1, LOOSE], owners, RACK1_WILDCARD) == \
-        ([IN1], [], [OUT1, LOOSE])
+def test_port_verdict_leaves_out_of_scope_ports_to_the_wildcard_only_in_wildcard_mode():
+    kwargs = {"supported_interfaces": {"agent"}}
+    assert policy.port_verdict("inspect wait", "agent", "rack1", None, scope=RACK1, **kwargs)
+    assert policy.port_verdict("inspect wait", "agent", "rack2", None, scope=RACK1,
+                               **kwargs) is False
+    assert policy.port_verdict("inspect wait", "agent", "rack2", None, scope=RACK1_WILDCARD,
+                               **kwargs) is None
 
 
 @pytest.mark.parametrize("value", ["a'b", 'a"b', "a\\b"])
@@ -122,39 +125,28 @@ def test_the_default_group_and_shards_in_sql(engine, racks):
     assert (snap.on_inspection, snap.others) == ({IN1}, {IN2})
 
 
-def test_rows_by_uuid_carry_group_and_shard_and_served_nodes_follow_the_scope(engine, racks):
-    source = DatabaseSource(engine)
-    assert source.read_nodes([racks["out"]], RACK1)[racks["out"]].conductor_group == "rack2"
-    node = source.read_node(racks["in"], with_ports=True, scope=RACK1)
-    assert (node.conductor_group, node.shard, len(node.ports)) == ("rack1", None, 1)
-    assert [row.uuid for row in source.served_nodes(["agent"], RACK1)] == [racks["in"]]
-    assert len(source.served_nodes(["agent"])) == 3
-    assert source.port_owners([IN1, OUT1, LOOSE]) == {IN1: ("rack1", None),
-                                                      OUT1: ("rack2", None)}
-
-
-def test_an_unscoped_source_never_reads_the_scope_columns(engine, racks):
+def test_lookups_carry_group_and_shard_and_never_read_them_unscoped(engine, racks):
     """An unscoped filter keeps needing SELECT on its few columns only (both are unread)."""
+    source = DatabaseSource(engine)
+    found = source.lookup([IN1, OUT1, LOOSE], supported_interfaces=["agent"], scope=RACK1)
+    assert {mac: (view.conductor_group, view.shard) for mac, view in found.ports.items()} \
+        == {IN1: ("rack1", None), OUT1: ("rack2", None)}
+    assert found.any_served
     statements = []
     sa.event.listen(engine, "before_cursor_execute",
                     lambda *args: statements.append(args[2]))
-    source = DatabaseSource(engine)
-    source.served_nodes(["agent"])
-    source.read_nodes([racks["in"]])
-    source.read_ports(["p"])
-    source.read_node(racks["in"], with_ports=True)
-    source.any_served(["agent"])
+    source.lookup([IN1], [racks["in"]], ["p"], supported_interfaces=["agent"])
     assert statements and not any("conductor_group" in s or "shard" in s for s in statements)
     # The full sync runs through the raw cursor, which the event does not see.
-    for with_served in (False, True):
-        queries = " ".join(map(str, snapshot_queries(policy.UNSCOPED, with_served)))
-        assert "conductor_group" not in queries and "shard" not in queries
+    queries = " ".join(map(str, snapshot_queries(policy.UNSCOPED)))
+    assert "conductor_group" not in queries and "shard" not in queries
 
 
 def test_any_served_counts_only_in_scope_nodes(engine):
     add_node(engine, "inspect wait", [OUT1], "rack2")
     source = DatabaseSource(engine)
-    assert source.any_served(["agent"]) and not source.any_served(["agent"], RACK1)
+    assert source.lookup(supported_interfaces=["agent"]).any_served
+    assert not source.lookup(supported_interfaces=["agent"], scope=RACK1).any_served
 
 
 # -- the full sync and broadcasts ---------------------------------------------------------
@@ -186,39 +178,39 @@ def test_unknown_macs_follow_only_in_scope_nodes(engine, hosts):
 def test_broadcast_allow_of_an_out_of_scope_mac_stays_denied(engine, hosts, racks):
     sync = FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1)
     sync.full_sync()
-    result = sync.apply_broadcast(allow=[OUT1, IN2, LOOSE])
+    sync.hint(allow=[OUT1, IN2, LOOSE])
+    result = sync.reconcile_pending()
     found = files(hosts)
     assert found[OUT1] == DENY.format(OUT1)
-    assert found[IN2] == ALLOW.format(IN2)  # in scope: the broadcast is trusted for state
+    assert found[IN2] == DENY.format(IN2)  # in scope but active: the database decides
     assert LOOSE not in found  # a MAC of no port: left to the wildcard
-    assert (result.allowed, result.denied) == (1, 1)
-    sync.full_sync()  # the converted allow is recorded as a deny: the sync keeps it
-    assert files(hosts)[OUT1] == DENY.format(OUT1)
+    assert (result.allowed, result.denied, result.unknown) == (0, 2, 1)
 
 
 def test_broadcast_allow_of_an_out_of_scope_mac_writes_nothing_in_wildcard_mode(
         engine, hosts, racks):
     sync = FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1_WILDCARD)
     sync.full_sync()
-    result = sync.apply_broadcast(allow=[OUT1], deny=[OUT2])
+    sync.hint(allow=[OUT1], deny=[OUT2])
+    assert files(hosts)[OUT2] == DENY.format(OUT2)  # denies apply at once, as ever
+    result = sync.reconcile_pending()
     found = files(hosts)
-    assert OUT1 not in found and found[OUT2] == DENY.format(OUT2)  # denies apply as ever
-    assert (result.allowed, result.denied) == (0, 1)
+    assert OUT1 not in found  # its node is left to the wildcard
+    # OUT2 had no port of this scope: its file now says what the wildcard says
+    assert found[OUT2] == ALLOW.format(OUT2) and found[WILDCARD] == ALLOW.format(WILDCARD_MAC)
+    assert (result.allowed, result.denied, result.unknown) == (0, 0, 2)
 
 
-def test_broadcast_allow_fails_closed_without_the_database(tmp_path, hosts):
+def test_broadcast_allow_waits_without_the_database(tmp_path, hosts):
     broken = create_engine(f"sqlite:///{tmp_path}/no-tables.sqlite")  # every read fails
-    sync = FilterSync(DatabaseSource(broken), str(hosts), scope=RACK1)
-    result = sync.apply_broadcast(allow=[IN1], deny=[IN2])
+    sync = FilterSync(MemorySource(), str(hosts), scope=RACK1)
+    sync.full_sync()
+    sync.source = DatabaseSource(broken)
+    result = sync.hint(allow=[IN1], deny=[IN2])
+    with pytest.raises(DatabaseError):
+        sync.reconcile_pending()
     assert IN1 not in files(hosts) and files(hosts)[IN2] == DENY.format(IN2)
-    assert (result.allowed, result.denied) == (0, 1)
-
-
-def test_an_unscoped_filter_asks_the_database_nothing_for_a_broadcast(tmp_path, hosts):
-    broken = create_engine(f"sqlite:///{tmp_path}/no-tables.sqlite")  # every read fails
-    sync = FilterSync(DatabaseSource(broken), str(hosts))
-    assert sync.apply_broadcast(allow=[IN1]).allowed == 1
-    assert files(hosts)[IN1] == ALLOW.format(IN1)
+    assert (result.allowed, result.denied) == (1, 1) and sync.pending
 
 
 def test_scope_changed_by_configure_applies_to_the_next_sync(engine, hosts, racks):
@@ -231,21 +223,20 @@ def test_scope_changed_by_configure_applies_to_the_next_sync(engine, hosts, rack
     assert files(hosts)[OUT1] == DENY.format(OUT1)
 
 
-# -- the notification follower -------------------------------------------------------------
+# -- notifications -----------------------------------------------------------------------
 @pytest.mark.parametrize("scope", [RACK1, RACK1_WILDCARD])
 def test_a_notification_for_an_out_of_scope_node_never_opens_it(engine, hosts, scope):
-    source = DatabaseSource(engine)
-    sync = FilterSync(source, str(hosts), scope=scope)
+    sync = FilterSync(DatabaseSource(engine), str(hosts), scope=scope)
     sync.full_sync()
-    follower = NotificationFollower(source, sync, lambda: sync.supported_interfaces,
-                                    lambda: sync.scope)
-    follower.reload()
+    follower = NotificationFollower(sync)
     out = add_node(engine, "inspect wait", [OUT1], "rack2")
-    follower.apply(nodes=[out])
+    follower.sync.hint(nodes=[out])
+    sync.reconcile_pending()
     assert files(hosts).get(OUT1, DENY.format(OUT1)) == DENY.format(OUT1)
     assert files(hosts)[WILDCARD].endswith(",ignore\n")  # no in-scope node on inspection
     inside = add_node(engine, "inspect wait", [IN1], "rack1")
-    follower.apply(nodes=[inside])
+    follower.sync.hint(nodes=[inside])
+    sync.reconcile_pending()
     assert files(hosts)[IN1] == ALLOW.format(IN1)
     assert not files(hosts)[WILDCARD].endswith(",ignore\n")
     if not scope.deny_outside:

@@ -1,4 +1,4 @@
-"""FilterSync on a real SQLite database: counts, broadcasts, and broadcast-vs-sync ordering."""
+"""FilterSync on a real SQLite database: counts, hints, and the database as the only truth."""
 
 import logging
 import os
@@ -62,52 +62,94 @@ def test_discovery_and_deny_unknown_options(engine, hosts):
     assert content(hosts, WILDCARD) == "*:*:*:*:*:*,ignore\n"
 
 
-def test_broadcast_validates_and_applies_valid_macs(engine, hosts, caplog):
+def hint_and_read(sync, **kwargs):
+    result = sync.hint(**kwargs)
+    sync.reconcile_pending()
+    return result
+
+
+def test_hint_validates_denies_at_once_and_allows_only_what_the_database_says(engine, hosts,
+                                                                              caplog):
+    on_inspection = add_node(engine, "inspect wait", [M3])
     sync = FilterSync(DatabaseSource(engine), str(hosts))
     sync.full_sync()
+    set_state(engine, on_inspection, "manageable")  # the database changed, no one said so
     bad = ["52:54:00:00:00", "52-54-00-00-00-0g", "../x", f"{M3}\n", 42, None,
            "52:54:00:00:00:01:02", ""]
-    result = sync.apply_broadcast(allow=[M1.upper(), *bad], deny=[M2, M1])
+    result = sync.hint(allow=[M1.upper(), M3, *bad], deny=[M2, M1])
     assert result.rejected == len(bad)
-    assert (result.allowed, result.denied) == (0, 2)  # M1 in both lists: denied
-    assert content(hosts, M1) == f"{M1},ignore\n"
+    assert (result.allowed, result.denied) == (1, 2)  # M1 in both lists: denied
+    assert content(hosts, M1) == f"{M1},ignore\n"  # denies are written before any read
     assert content(hosts, M2) == f"{M2},ignore\n"
-    assert sorted(os.listdir(hosts)) == sorted([M1, M2, WILDCARD, RESERVE])
+    assert content(hosts, M3) == f"{M3}\n"  # the allow waits for the database
     assert "rejected 8 invalid entr(y/ies), e.g." in caplog.text
-    result = sync.apply_broadcast(allow="52:54:00:00:00:03", deny={"not": "a list"})
-    assert result.rejected == 2 and result.written == 0
-    assert sync.apply_broadcast(allow=[M1]).written == 1
-    assert content(hosts, M1) == f"{M1}\n"
+    read = sync.reconcile_pending()
+    # The database knows no port of M1 and M2: the unknown-MAC policy (denied: nothing is
+    # on inspection now) decides; M3's node is manageable: the allow is refused.
+    assert content(hosts, M3) == f"{M3},ignore\n"
+    assert content(hosts, M1) == f"{M1},ignore\n" and content(hosts, WILDCARD).endswith(
+        ",ignore\n")
+    assert (read.allowed, read.denied, read.unknown) == (0, 1, 2)
+    assert sorted(os.listdir(hosts)) == sorted([M1, M2, M3, WILDCARD, RESERVE])
+    result = sync.hint(allow="52:54:00:00:00:03", deny={"not": "a list"})
+    assert result.rejected == 2 and result.written == 0 and not sync.pending
+    set_state(engine, on_inspection, "inspect wait")
+    hint_and_read(sync, allow=[M3])
+    assert content(hosts, M3) == f"{M3}\n"
 
 
-def test_broadcast_repairs_other_spellings_too(engine, hosts):
+def test_allow_and_deny_in_any_order_end_as_the_database_says(engine, hosts):
+    """Casts applied by a thread pool come in any order: the database decides."""
+    nodes = {f"52:54:00:00:02:{i:02x}": add_node(engine, "manageable",
+                                                [f"52:54:00:00:02:{i:02x}"])
+             for i in range(120)}
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
+    sync.full_sync()
+    threads = []
+    for i, mac in enumerate(nodes):
+        # half the pairs arrive deny-first: what a pool of 64 handlers does
+        pair = [{"allow": [mac]}, {"deny": [mac]}]
+        for kwargs in (pair if i % 2 else pair[::-1]):
+            threads.append(threading.Thread(target=sync.hint, kwargs=kwargs))
+    for thread in threads:
+        thread.start()
+    reader = threading.Thread(target=lambda: [sync.reconcile_pending() for _ in range(5)])
+    reader.start()
+    for thread in [*threads, reader]:
+        thread.join(10)
+    sync.reconcile_pending()
+    assert all(content(hosts, mac) == f"{mac},ignore\n" for mac in nodes)
+
+
+def test_other_spellings_follow_the_database_too(engine, hosts):
+    add_node(engine, "inspect wait", [M1])
     (hosts / "52-54-00-00-00-01").write_text("52-54-00-00-00-01\n")
     sync = FilterSync(DatabaseSource(engine), str(hosts))
     sync.full_sync()
-    sync.apply_broadcast(allow=[M1])
     assert content(hosts, "52-54-00-00-00-01") == f"{M1}\n"
-    sync.apply_broadcast(deny=[M1])
+    sync.hint(deny=[M1])
     assert content(hosts, "52-54-00-00-00-01") == f"{M1},ignore\n"
 
 
-def test_broadcast_during_slow_database_read_wins_and_is_not_blocked(engine, hosts):
-    node = add_node(engine, "active", [M1])
+def test_a_deny_during_a_database_read_is_never_undone_by_it(engine, hosts):
+    node = add_node(engine, "inspect wait", [M1])
     sync = FilterSync(DatabaseSource(engine), str(hosts))
     sync.full_sync()
+    assert content(hosts, M1) == f"{M1}\n"
     applied = threading.Event()
 
-    def broadcast_mid_read(statement):
-        # Runs inside the sync's database read: the conductor has just moved the node to
-        # inspection and broadcast it, after this sync's snapshot began.
+    def deny_mid_read(statement):
+        # Runs inside the sync's database read, which still sees the node on inspection:
+        # an abort was committed and cast after this read began.
         if "FROM ports" in statement and not applied.is_set():
-            worker = threading.Thread(target=lambda: sync.apply_broadcast(allow=[M1]))
+            worker = threading.Thread(target=lambda: sync.hint(deny=[M1]))
             worker.start()
             worker.join(timeout=5)
             if not worker.is_alive():  # else: blocked by the database read
                 applied.set()
 
     def trace(dbapi_conn, _record):
-        dbapi_conn.set_trace_callback(broadcast_mid_read)  # sqlite3's statement hook
+        dbapi_conn.set_trace_callback(deny_mid_read)  # sqlite3's statement hook
 
     event.listen(engine, "connect", trace)
     engine.dispose()  # new connections get the hook
@@ -117,16 +159,52 @@ def test_broadcast_during_slow_database_read_wins_and_is_not_blocked(engine, hos
         event.remove(engine, "connect", trace)
         engine.dispose()
     assert applied.is_set()
-    # The snapshot said "deny"; the newer broadcast said "allow": the broadcast stays.
-    assert content(hosts, M1) == f"{M1}\n"
-    assert result.kept_broadcasts == 1
-    # A later snapshot is newer than the broadcast: the database decides again.
-    set_state(engine, node, "inspect wait")
-    assert sync.full_sync().kept_broadcasts == 0
+    assert content(hosts, M1) == f"{M1},ignore\n"  # the older read did not reopen it
+    assert result.fenced == 1 and sync.pending  # and the MAC is read again
+    sync.reconcile_pending()  # the database still says inspect wait: it decides
     assert content(hosts, M1) == f"{M1}\n"
     set_state(engine, node, "available")
     sync.full_sync()
+    assert content(hosts, M1) == f"{M1},ignore\n" and sync.full_sync().fenced == 0
+
+
+def test_with_the_database_down_denies_close_and_allows_wait(engine, hosts):
+    add_node(engine, "inspect wait", [M1])
+    add_node(engine, "manageable", [M2])
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
+    sync.full_sync()
+    with engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE ports RENAME TO ports_away"))
+    sync.hint(allow=[M2], deny=[M1])
     assert content(hosts, M1) == f"{M1},ignore\n"
+    with pytest.raises(DatabaseError):
+        sync.reconcile_pending()
+    assert content(hosts, M2) == f"{M2},ignore\n" and sync.pending  # kept, not applied
+    with engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE ports_away RENAME TO ports"))
+    sync.reconcile_pending()
+    assert content(hosts, M1) == f"{M1}\n" and content(hosts, M2) == f"{M2},ignore\n"
+
+
+def test_a_deleted_node_asks_for_a_full_sync(engine, hosts):
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
+    sync.full_sync()
+    hint_and_read(sync, nodes=[str(uuid.uuid4())])
+    assert sync.full_sync_due
+    sync.full_sync()
+    assert not sync.full_sync_due
+
+
+def test_a_foreign_line_in_a_mac_file_asks_for_a_reload(engine, hosts):
+    add_node(engine, "manageable", [M1])
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
+    sync.full_sync()
+    assert sync.take_reload_reason() is None
+    (hosts / M3).write_text(f"{M1}\n")  # the line of a denied MAC in another MAC's file
+    (hosts / M2).write_text(f"{M2}\n")  # a MAC's own line: a rewrite supersedes it
+    sync.full_sync()
+    assert content(hosts, M3) == f"{M3},ignore\n"
+    assert M3 in sync.take_reload_reason() and sync.take_reload_reason() is None
 
 
 def test_database_error_leaves_files_untouched(engine, hosts):
@@ -158,8 +236,7 @@ def test_stop_flag_interrupts_a_large_sync_cleanly(engine, hosts):
     assert [n for n in os.listdir(hosts) if n.startswith(".")] == [RESERVE]
 
 
-def test_reread_after_sighup_repairs_in_place_edits_without_blocking_broadcasts(engine,
-                                                                                  hosts):
+def test_reread_after_sighup_repairs_in_place_edits_without_blocking_denies(engine, hosts):
     add_node(engine, "inspect wait", [M1])
     add_node(engine, "active", [M2, M3])
     sync = FilterSync(DatabaseSource(engine), str(hosts))
@@ -171,9 +248,9 @@ def test_reread_after_sighup_repairs_in_place_edits_without_blocking_broadcasts(
     real_read = sync.hostsdir.read_state
 
     def read_state(name, mac):
-        # Mid re-read (SIGHUP): a broadcast from another thread must get through now.
+        # Mid re-read (SIGHUP): a deny from another thread must get through now.
         if not done.is_set():
-            worker = threading.Thread(target=lambda: sync.apply_broadcast(allow=[M2]))
+            worker = threading.Thread(target=lambda: sync.hint(deny=[M2]))
             worker.start()
             worker.join(timeout=5)
             if not worker.is_alive():
@@ -184,8 +261,8 @@ def test_reread_after_sighup_repairs_in_place_edits_without_blocking_broadcasts(
     sync.reread_files()
     result = sync.full_sync()
     assert done.is_set()
-    assert content(hosts, M1) == f"{M1}\n" and content(hosts, M2) == f"{M2}\n"
-    assert result.written == 1 and result.reread >= 4 and result.kept_broadcasts == 1
+    assert content(hosts, M1) == f"{M1}\n" and content(hosts, M2) == f"{M2},ignore\n"
+    assert result.written == 1 and result.reread >= 4
     sync.hostsdir.read_state = real_read
     assert sync.full_sync().reread == 0  # the re-read was once, not every sync now
 
@@ -195,7 +272,7 @@ def test_a_flood_of_invalid_entries_is_one_log_line(engine, hosts, caplog):
     sync.full_sync()
     flood = [f"bogus-{i}" for i in range(100_000)]
     with caplog.at_level(logging.WARNING, logger="pxe_filter.sync"):
-        result = sync.apply_broadcast(allow=flood, deny=[M1])
+        result = sync.hint(allow=flood, deny=[M1])
     assert result.rejected == 100_000 and content(hosts, M1) == f"{M1},ignore\n"
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(lines) == 1 and lines[0].startswith("Broadcast: rejected 100000 invalid")
@@ -211,31 +288,31 @@ def test_invalid_database_addresses_are_one_log_line_per_sync(engine, hosts, cap
     assert len(lines) == 1 and "3 port(s) with an invalid address" in lines[0], lines
 
 
-def test_served_nodes_after_a_sync_come_from_its_snapshot(engine, hosts):
+def test_lookup_reads_ports_by_mac_port_and_node(engine, hosts):
     served = add_node(engine, "inspect wait", [M1, M2])
-    add_node(engine, "inspect wait", [M3], interface="redfish")  # not served
-    add_node(engine, "active", ["52:54:00:00:00:04"])
+    add_node(engine, "active", [M3])
     source = DatabaseSource(engine)
-    sync = FilterSync(source, str(hosts))
-    sync.full_sync()
-    source.served_nodes(["agent"])  # the first call reads: snapshots keep UUIDs from now on
-    sync.full_sync()
+    with engine.connect() as conn:
+        node_uuid = conn.execute(sa.select(Node.uuid).where(Node.id == served)).scalar()
+        port_uuid = conn.execute(sa.select(Port.uuid).where(Port.address == M3)).scalar()
+    found = source.lookup([M1, "52:54:00:00:00:09"], supported_interfaces=["agent"])
+    assert set(found.ports) == {M1} and found.any_served
+    assert (found.ports[M1].node_uuid, found.ports[M1].provision_state) == (node_uuid,
+                                                                           "inspect wait")
+    found = source.lookup(nodes=[node_uuid, "gone"], ports=[port_uuid],
+                          supported_interfaces=["agent"])
+    assert set(found.ports) == {M1, M2, M3} and found.missing_nodes == {"gone"}
+    assert found.served_nodes == {node_uuid: {M1, M2}}
+    assert found.ports[M3].provision_state == "active"
+    # A node not served now: its ports are not scanned for (Ironic has no index on
+    # ports.node_id), only the MACs held as served for it are read, by address.
     statements = []
-
-    def record(_conn, _cursor, sql, *_args):
-        statements.append(sql)
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        from_snapshot = source.served_nodes(["agent"])
-        assert statements == []  # the ports are not read twice per sync
-        set_state(engine, served, "manageable")
-        assert source.served_nodes(["agent"]) == []  # later calls read the database
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
-    assert [(row.provision_state, sorted(a for _, a in row.ports)) for row in from_snapshot] \
-        == [("inspect wait", [M1, M2])]
-    assert all(port for row in from_snapshot for port, _ in row.ports)
+    event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    found = source.lookup(nodes=[node_uuid], supported_interfaces=["redfish"],
+                          held={node_uuid: {M2}})
+    assert set(found.ports) == {M2} and found.unserved_nodes == {node_uuid}
+    assert not found.any_served and not any("node_id IN" in s for s in statements)
+    assert source.unanswered_for() == 0
 
 
 def test_port_addresses_are_interned_and_odd_values_passed_on():

@@ -1,0 +1,199 @@
+"""dnsmasq's own answers: every lease it grants, reported to the filter through a spool.
+
+The rendered dnsmasq configuration runs :func:`script` (``dhcp-script``) for each lease event.
+For a lease granted or renewed it writes one line, ``<epoch> <action> <MAC> <address>``, to
+a dotfile in the spool directory and renames it to its final name, so the filter never reads
+half a report. Files, not a socket: dnsmasq may run in a container or another network
+namespace, and a report written while the filter is down waits for it. dnsmasq learns a
+DHCPv6 client's MAC from the neighbour table or the relay (``DNSMASQ_MAC``); a DHCPv6 lease
+whose MAC it does not know is reported with ``-`` and only recorded by its address.
+
+:class:`LeaseBook` keeps each MAC's last DHCP (time, address), bounded in memory, and
+persists it as JSON beside the daemon's status file for ``ironic-pxe-filter explain``.
+"""
+
+import collections
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pxe_filter.common import macs
+
+LOG = logging.getLogger(__name__)
+
+#: Reports read per pass: a burst of thousands of leases is spread over a few passes.
+MAX_PER_PASS = 2000
+#: Largest report file read; a report is one short line.
+_MAX_REPORT = 512
+#: MACs whose last DHCP is kept (about 150 bytes each).
+DEFAULT_CAPACITY = 100_000
+
+
+def script(spool: str) -> str:
+    """The ``dhcp-script`` that reports each granted or renewed lease into ``spool``.
+
+    ``spool`` is a validated absolute path (no quote can appear in it). ``old`` events
+    dnsmasq makes for every lease it reads from its lease file at start-up carry
+    ``DNSMASQ_DATA_MISSING``: those were not granted now and are not reported.
+    """
+    return f"""#!/bin/sh
+# Rendered by ironic-pxe-filter render-dnsmasq-config: reports every lease dnsmasq grants
+# to ironic-pxe-filter (dhcp-script). Replaced on the next render.
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+case "$1" in add|old) ;; *) exit 0 ;; esac
+[ -n "$DNSMASQ_DATA_MISSING" ] && exit 0
+spool='{spool}'
+mac="${{DNSMASQ_MAC:-}}"
+case "$3" in *:*) ;; *) mac="${{mac:-$2}}" ;; esac
+now=$(date +%s)
+tmp="$spool/.$$.tmp"
+printf '%s %s %s %s\\n' "$now" "$1" "${{mac:--}}" "$3" > "$tmp" && mv -f "$tmp" "$spool/$now.$$"
+exit 0
+"""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One lease dnsmasq reported: when (epoch seconds), which MAC (None if unknown), the
+    address, and ``add`` (new) or ``old`` (renewed)."""
+
+    time: float
+    action: str
+    mac: str | None
+    address: str
+
+
+def parse(line: str) -> Lease | None:
+    """A report line as :class:`Lease`; None if it is not one."""
+    parts = line.split()
+    if len(parts) != 4 or parts[1] not in ("add", "old"):
+        return None
+    try:
+        when = float(parts[0])
+    except ValueError:
+        return None
+    try:
+        mac = macs.normalize_mac(parts[2])
+    except macs.InvalidMAC:
+        mac = None
+    if len(parts[3]) > 64:
+        return None
+    return Lease(when, parts[1], mac, parts[3])
+
+
+def read_spool(path: str, limit: int = MAX_PER_PASS) -> list[Lease]:
+    """Read and delete up to ``limit`` reports from ``path``, oldest first; dotfiles are
+    reports being written. A missing directory is no report (logged once by the caller)."""
+    try:
+        names = sorted((entry.name for entry in os.scandir(path)
+                        if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False)),
+                       key=_age)[:limit]
+    except FileNotFoundError:
+        return []
+    leases = []
+    for name in names:
+        full = os.path.join(path, name)
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                data = os.read(fd, _MAX_REPORT)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            LOG.debug("Cannot read lease report %s: %s", full, exc)
+            data = b""
+        with contextlib.suppress(OSError):
+            os.unlink(full)
+        for line in data.decode(errors="replace").splitlines():
+            lease = parse(line)
+            if lease is None:
+                LOG.warning("Ignoring a malformed lease report in %s: %r", path, line[:80])
+            else:
+                leases.append(lease)
+    return leases
+
+
+def _age(name: str) -> tuple[int, str]:
+    head = name.split(".", 1)[0]
+    return (int(head) if head.isdigit() else 0, name)
+
+
+class LeaseBook:
+    """Each MAC's last DHCP (time, address): the newest ``capacity`` kept, saved to ``path``."""
+
+    def __init__(self, path: str | None, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.path = path
+        self.capacity = capacity
+        self._last: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
+        self._dirty = False
+        if path:
+            for mac, entry in load(path).items():
+                self._last[mac] = (entry["time"], entry["address"])
+
+    def record(self, lease: Lease) -> None:
+        """Remember ``lease`` as its MAC's last DHCP."""
+        if lease.mac is None:
+            return
+        self._last[lease.mac] = (lease.time, lease.address)
+        self._last.move_to_end(lease.mac)
+        while len(self._last) > self.capacity:
+            self._last.popitem(last=False)
+        self._dirty = True
+
+    def get(self, mac: str) -> dict | None:
+        """``{"time", "address"}`` of ``mac``'s last DHCP, or None."""
+        found = self._last.get(mac)
+        return None if found is None else {"time": found[0], "address": found[1]}
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+    def save(self) -> None:
+        """Write the book atomically if it changed (errors logged, never raised)."""
+        if not self.path or not self._dirty:
+            return
+        data = json.dumps({mac: {"time": at, "address": address}
+                           for mac, (at, address) in self._last.items()}).encode()
+        tmp = f"{self.path}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            LOG.warning("Cannot save the last DHCP of each MAC to %s: %s", self.path,
+                        exc.strerror or exc)
+            return
+        self._dirty = False
+
+
+def load(path: str) -> dict[str, dict]:
+    """A saved book (``{mac: {"time", "address"}}``); empty if missing or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            data = json.load(stream)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return dict(_valid(data))
+
+
+def _valid(data: dict) -> Iterator[tuple[str, dict]]:
+    for mac, entry in data.items():
+        if isinstance(entry, dict) and isinstance(entry.get("time"), (int, float)) \
+                and isinstance(entry.get("address"), str) and macs.is_canonical(mac):
+            yield mac, entry
+
+
+def book_path(status_path: str) -> str:
+    """Where the daemon saves its lease book: beside its status file."""
+    directory, name = os.path.split(status_path)
+    return os.path.join(directory, ".ironic-pxe-filter.leases.json" if name.startswith(".")
+                        else "ironic-pxe-filter.leases.json")
