@@ -107,16 +107,23 @@ def _denied_macs(db: str, count: int) -> list[str]:
 
 
 def _time_broadcasts(transport, hostsdir: str, ops: list[tuple[str, bool]],
-                     result: DaemonResult, count: bool) -> None:
+                     result: DaemonResult, *, count: bool, db: str) -> None:
+    """Per op, as a conductor does it: commit the node's new state, then cast; timed from
+    before the commit until the file says so."""
     from pxe_filter import broadcast  # noqa: PLC0415
 
     inotify = INotify()
     inotify.add_watch(hostsdir, iflags.MOVED_TO | iflags.CLOSE_WRITE)
+    writer = sqlite3.connect(db, timeout=30)
     try:
         for mac, allow in ops:
             want = f"{mac}\n" if allow else f"{mac},ignore\n"
             path = os.path.join(hostsdir, mac)
             start = time.perf_counter()
+            writer.execute("UPDATE nodes SET provision_state = ?, updated_at = datetime('now') "
+                           "WHERE id = (SELECT node_id FROM ports WHERE address = ?)",
+                           ("inspect wait" if allow else "available", mac))
+            writer.commit()
             if allow:
                 broadcast.broadcast(transport, allow=[mac])
             else:
@@ -139,6 +146,7 @@ def _time_broadcasts(transport, hostsdir: str, ops: list[tuple[str, bool]],
             else:
                 result.lost += 1
     finally:
+        writer.close()
         inotify.close()
 
 
@@ -154,12 +162,13 @@ def _log_tail(path: str) -> str:
 
 def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3, *,
         timeout: float = 300, debug: bool = False,
-        options: dict[str, str] | None = None) -> DaemonResult:
+        options: dict[str, str] | None = None, source: str | None = None) -> DaemonResult:
     """Run the daemon on ``db`` and measure it; errors are reported in the result.
 
     ``timeout``: seconds allowed for READY (the first sync) and for each later sync;
     ``debug``: log at DEBUG (a steady sync's summary line is only logged then);
-    ``options``: more ``[pxe_filter]`` options (e.g. a scope).
+    ``options``: more ``[pxe_filter]`` options (e.g. a scope); ``source``: run the daemon
+    of another checkout of this repository (its directory), e.g. the code before a change.
     """
     from pxe_filter.common import messaging  # noqa: PLC0415
     from tests.support import services  # noqa: PLC0415
@@ -179,12 +188,14 @@ def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3, *,
     transport = None
     try:
         _write_conf(conf_path, db, hostsdir, url, period=1, debug=debug, options=options)
-        daemon = os.path.join(os.path.dirname(sys.executable), "ironic-pxe-filter")
         start = time.monotonic()
+        env = {**os.environ, "NOTIFY_SOCKET": notify.path}
+        if source:  # another checkout's daemon (e.g. the code before a change), same venv
+            env["PYTHONPATH"] = source
         with open(log_path, "w") as log:
-            proc = subprocess.Popen([daemon, "--config-file", conf_path], stdout=log,
-                                    stderr=subprocess.STDOUT,
-                                    env={**os.environ, "NOTIFY_SOCKET": notify.path})
+            proc = subprocess.Popen([sys.executable, "-m", "pxe_filter.cmd", "--config-file",
+                                     conf_path], stdout=log, stderr=subprocess.STDOUT,
+                                    env=env, cwd=source or None)
         notify.wait_for("READY=1", timeout, proc)
         result.ready_seconds = time.monotonic() - start
         result.rss_at_ready_kb = proc_status(proc.pid)["VmHWM"]
@@ -205,8 +216,8 @@ def run(db: str, workdir: str, broadcasts: int, steady_syncs: int = 3, *,
         messaging.oslo_messaging_module()
         transport = messaging.get_transport(url)
         _time_broadcasts(transport, hostsdir, [(m, True) for m in pool[:WARM_UP]], result,
-                         count=False)
-        _time_broadcasts(transport, hostsdir, ops, result, count=True)
+                         count=False, db=db)
+        _time_broadcasts(transport, hostsdir, ops, result, count=True, db=db)
         result.rss_after_broadcasts_kb = proc_status(proc.pid)["VmHWM"]
         # The broadcasts start at RELOADING; at 1M ports the re-read outlasts them.
         notify.wait_for("READY=1", timeout, proc)
