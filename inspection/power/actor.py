@@ -3,7 +3,8 @@ the API all-in-one, as processing does.
 
 A scheduler thread looks for due work every ``[bmc]poll_interval`` seconds (or when woken)
 and hands each node to a thread of a pool of ``[bmc]max_sessions``. Each step holds the
-node's reservation, so two processes never drive one BMC at once, and is short: one
+node's reservation, so two processes never drive one BMC at once (with no database session
+open while the BMC answers), and is short: one
 verification, one boot request, one power request or one power state read. A power change
 is then confirmed by later reads, without holding a session while the machine obeys.
 """
@@ -11,14 +12,16 @@ is then confirmed by later reads, without holding a session while the machine ob
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import sqlalchemy as sa
 from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from inspection import locking, states
+from inspection import identity, states
 from inspection.common.untrusted import last_error_text
 from inspection.db.engine import session_scope
 from inspection.db.models import INSPECTING, VERIFYING, Node, utcnow
@@ -27,6 +30,7 @@ from inspection.inspect_control import fail_inspection
 from inspection.power import drivers, tasks
 from inspection.power.errors import BmcError
 from inspection.power.pool import SessionPool, Stopping
+from inspection.reservation import reserved_node
 from pxe_filter.broadcast import FilterNotifier, NodePorts
 from pxe_filter.common.database import error_reason
 
@@ -46,7 +50,7 @@ class PowerActor:
     def __init__(self, engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier,
                  pool: SessionPool | None = None) -> None:
         self.engine, self.conf, self.notifier = engine, conf, notifier
-        self.host = conf.host
+        self.owner = identity.of(conf)
         self.pool = pool or SessionPool(conf)
         self.interval = conf.bmc.poll_interval
         self.change_timeout = conf.bmc.power_state_change_timeout
@@ -124,44 +128,62 @@ class PowerActor:
         self.wake()  # a step may leave more work (a power change to confirm soon)
 
     def step(self, node_id: int) -> None:
-        """One piece of the node's BMC work, under its reservation."""
-        ports: NodePorts | None = None
-        with (locking.reserved(self.engine, node_id, self.host),
-              session_scope(self.sessions) as session):
-            node = session.get(Node, node_id)
-            if node is None or not tasks.due(node):
-                return
-            action = tasks.pending(node)["action"]  # due: there is one
-            if action == tasks.VERIFY:
-                self._verify(node)
-            elif action == tasks.BOOT:
-                ports = self._boot(session, node)
-            else:
-                self._power(node)
-        if ports is not None:
-            self.notifier.announce(ports)
+        """One piece of the node's BMC work, under its reservation; the BMC is called
+        between two short sessions, never with one open."""
+        with reserved_node(self.engine, self.owner, node_id, notifier=self.notifier,
+                           hold_session=False) as task:
+            with task.change() as node:
+                if not tasks.due(node):
+                    return
+                action = tasks.pending(node)["action"]  # due: there is one
+            # The node read is detached but loaded: enough to drive its BMC.
+            result, error = self._call(node, action)
+            with task.change() as node:
+                if not tasks.due(node) or tasks.pending(node)["action"] != action:
+                    return
+                if action == tasks.VERIFY:
+                    self._verify(node, result, error)
+                elif action == tasks.BOOT:
+                    ports = self._boot(task.session, node, result, error)
+                    if ports is not None:
+                        task.announce(ports)
+                else:
+                    self._power(node, result, error)
 
     def _bmc(self, node: Node, work, what: str):
         return self.pool.run(node.driver, node.driver_info, work,
                              what=f"{what} of node {node.uuid}")
 
-    def _verify(self, node: Node) -> None:
+    def _call(self, node: Node, action: str) -> tuple[Any, BmcError | None]:
+        """The BMC request ``action`` asks for now: (its result, None) or (None, error)."""
+        if action == tasks.VERIFY:
+            work, what = (lambda c: c.power_state()), "Verifying the BMC"
+        elif action == tasks.BOOT:
+            work, what = self._boot_work(node), "Booting for inspection"
+        elif "deadline" not in tasks.pending(node):
+            work, what = (lambda c: c.set_power(action)), f"Power action {action!r}"
+        else:
+            work, what = (lambda c: c.power_state()), "Power state read"
         try:
-            state = self._bmc(node, lambda c: c.power_state(), "Verifying the BMC")
+            return self._bmc(node, work, what), None
         except BmcError as exc:
-            tasks.step_done(node)
+            return None, exc
+
+    def _verify(self, node: Node, state: str | None, error: BmcError | None) -> None:
+        tasks.step_done(node)
+        if error is not None:
             states.apply(node, states.FAIL)
             node.last_error = last_error_text(
-                f"Failed to verify the BMC of node {node.uuid} (power state read): {exc}")
+                f"Failed to verify the BMC of node {node.uuid} (power state read): {error}")
             LOG.warning("Node %s stays in enroll: %s", node.uuid, node.last_error)
             return
-        tasks.step_done(node)
         node.power_state = state
         states.apply(node, states.DONE)
         node.last_error = None
         LOG.info("Node %s verified (%s): now manageable", node.uuid, state)
 
-    def _boot(self, session: Session, node: Node) -> NodePorts | None:
+    @staticmethod
+    def _boot_work(node: Node) -> Callable[[drivers.BmcClient], str]:
         device = drivers.boot_device(node.boot_interface)
         mode = drivers.boot_mode(node.boot_mode, node.properties)
         reboot_only = bool(node.disable_power_off)
@@ -173,41 +195,41 @@ class PowerActor:
             client.set_power(action)
             return action
 
-        try:
-            action = self._bmc(node, boot, "Booting for inspection")
-        except BmcError as exc:
-            tasks.step_done(node)
+        return boot
+
+    def _boot(self, session: Session, node: Node, action: str | None,
+              error: BmcError | None) -> NodePorts | None:
+        tasks.step_done(node)
+        if error is not None:
             # A BMC that just failed is not asked to power off as well.
             node.driver_internal_info = {k: v for k, v in (node.driver_internal_info or {})
                                          .items() if k != tasks.POWER_OFF_KEY}
-            LOG.warning("Inspection of node %s failed: cannot boot it: %s", node.uuid, exc)
+            LOG.warning("Inspection of node %s failed: cannot boot it: %s", node.uuid, error)
             return fail_inspection(session, node, f"Failed to boot node {node.uuid} from the "
-                                                  f"network for inspection: {exc}")
-        tasks.step_done(node)
+                                                  f"network for inspection: {error}")
         states.apply(node, states.WAIT)
         node.inspection_started_at = utcnow()  # the ramdisk's time starts at power on
         tasks.sent(node, action, self.change_timeout, self.interval)
-        LOG.info("Node %s boots from %s for inspection (%s)", node.uuid, device, action)
+        LOG.info("Node %s boots from %s for inspection (%s)", node.uuid,
+                 drivers.boot_device(node.boot_interface), action)
         return None
 
-    def _power(self, node: Node) -> None:
+    def _power(self, node: Node, result: str | None, error: BmcError | None) -> None:
         task = tasks.pending(node)
         action = task["action"]
         if "deadline" not in task:
-            try:
-                self._bmc(node, lambda c: c.set_power(action), f"Power action {action!r}")
-            except BmcError as exc:
-                self._power_failed(node, f"Failed to change power state to {action!r}: {exc}")
+            if error is not None:
+                self._power_failed(node, f"Failed to change power state to {action!r}: "
+                                         f"{error}")
                 return
             tasks.sent(node, action, self.change_timeout, self.interval)
             return
         want = drivers.END_STATE[action]
-        try:
-            state = self._bmc(node, lambda c: c.power_state(), "Power state read")
-        except BmcError as exc:
+        if error is not None:
             self._power_failed(node, f"Failed to read the power state after {action!r}: "
-                                     f"{exc}")
+                                     f"{error}")
             return
+        state = result
         if state == want:
             tasks.finish(node, state)
             LOG.info("Node %s is in %s", node.uuid, state)

@@ -25,7 +25,9 @@ def _runner(engine, tmp_path, host="worker-a", timeout=100) -> CallbackRunner:
     conf = make_conf(tmp_path, DEFAULT={"host": host},
                      inspector={"inspect_wait_timeout": timeout},
                      processing={"heartbeat_interval": 1, "heartbeat_timeout": 30})
-    return CallbackRunner(engine, service=None, conf=conf, threads=1)
+    runner = CallbackRunner(engine, service=None, conf=conf, threads=1)
+    runner.host = host  # the identity these tests reserve and claim under
+    return runner
 
 
 def _waiting(engine, seconds_ago, holder):
