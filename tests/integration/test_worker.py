@@ -237,13 +237,14 @@ def _wait_for(predicate, timeout: float) -> bool:
     return True
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
 def test_an_api_and_a_worker_sharing_a_host_never_release_each_others_reservations(
         tmp_path, request, vhost, backend):
-    url = request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url")
+    url = request.getfixturevalue({"sqlite": "sqlite_url", "postgresql": "pg_url",
+                                   "mysql": "mysql_url"}[backend])
     engine = create_engine(url)
     migration.upgrade(engine)
-    host = f"shared-{uuid.uuid4().hex[:8]}"  # the PostgreSQL database is the session's
+    host = f"shared-{uuid.uuid4().hex[:8]}"  # the server databases are the session's
     quick = {"DEFAULT": {"host": host},
              "processing": {"heartbeat_interval": 1, "heartbeat_timeout": 3}}
     api = start_api(tmp_path, url, None, quick)  # all-in-one: it registers, too
