@@ -235,6 +235,20 @@ def test_data_stored_for_an_earlier_inspection_never_completes_a_later_one(db_en
     assert node_row(db_engine, node["id"]).provision_state == "manageable"
 
 
+def test_data_stored_without_an_attempt_is_no_wildcard(db_engine, tmp_path):
+    service = service_for(db_engine, tmp_path, DEFAULT={"host": "worker-a"})
+    data = body("bios-vm-x86_64")
+    node = add_node(db_engine, state="manageable", macs=macs_of(data)[:1],
+                    inspect_interface="agent")
+    start_inspection(db_engine, service.conf, node["uuid"], FilterNotifier(None))
+    callbacks.store(db_engine, node["uuid"], data, attempt=None)  # e.g. an older API's row
+    claim = callbacks.claim_next(db_engine, "worker-a")
+    service.process(claim.node_uuid, claim.data, settle=claim.settle, attempt=claim.attempt)
+    row = node_row(db_engine, node["id"])
+    assert row.provision_state == "inspect wait" and row.inspection_finished_at is None
+    assert claim.settled and callbacks.count(db_engine) == 0
+
+
 def test_concurrent_stores_keep_one_row_per_node_and_never_fail(db_engine):
     errors: list = []
 
