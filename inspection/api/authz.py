@@ -282,6 +282,15 @@ def authorize(authorizer: Authorizer, creds: dict) -> None:
                                       missing)
 
 
+def visible(node: Node) -> bool:
+    """Whether this user may see ``node`` (always, without Keystone)."""
+    authorizer, creds = g.get("authorizer"), g.get("policy_creds")
+    if authorizer is None or creds is None:
+        return True
+    target = {**creds, "node.owner": node.owner, "node.lessee": node.lessee}
+    return authorizer.allowed("baremetal:node:get", target, creds)
+
+
 def check_touched(rule: str, node: Node, missing: str = "") -> None:
     """Check ``rule`` on a node the request touches besides the one its URL names (a
     port's node, a port's destination), as read under the reservation: 404 when the user

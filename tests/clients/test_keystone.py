@@ -276,8 +276,10 @@ class _As:
         self.headers = {"X-Auth-Token": cloud.keystone.token(user, password, project),
                         "X-OpenStack-Ironic-API-Version": "1.81"}
 
-    def __call__(self, method: str, path: str, body: object = None) -> requests.Response:
-        return requests.request(method, self.url + path, json=body, headers=self.headers,
+    def __call__(self, method: str, path: str, body: object = None,
+                 version: str = "1.81") -> requests.Response:
+        headers = {**self.headers, "X-OpenStack-Ironic-API-Version": version}
+        return requests.request(method, self.url + path, json=body, headers=headers,
                                 timeout=30)
 
 
@@ -388,3 +390,18 @@ def test_only_the_owner_reads_the_stored_inventory(cloud, tenants):
     assert lessee.status_code == 403 and "baremetal:node:inventory:get" in lessee.text
     callers["sys"]("PATCH", f"/v1/nodes/{nodes['ten-a1']}",
                    [{"op": "remove", "path": "/lessee"}])
+
+
+def test_a_parent_node_in_another_project_is_refused_as_unknown(cloud, tenants):
+    # A project admin creates nodes of its own project; their parent must be visible to it.
+    callers, nodes, _ = tenants
+    for parent in (nodes["ten-b"], "no-such-node"):
+        refused = callers["a-admin"]("POST", "/v1/nodes", {
+            "driver": "fake-hardware", "parent_node": parent}, version="1.83")
+        assert refused.status_code == 400, refused.text
+        assert "Requested value was invalid" in refused.text
+    child = callers["a-admin"]("POST", "/v1/nodes", {
+        "driver": "fake-hardware", "parent_node": nodes["ten-a1"]}, version="1.83")
+    assert child.status_code == 201 and child.json()["parent_node"] == nodes["ten-a1"], \
+        child.text
+    assert callers["a-admin"]("DELETE", f"/v1/nodes/{child.json()['uuid']}").status_code == 204
