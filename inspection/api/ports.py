@@ -61,7 +61,10 @@ def _list(path: str, detail_path: bool) -> Response:
     c = ctx()
     with c.session() as session:
         if ident is not None or node_uuid is not None:
-            node = find_node(session, ident if ident is not None else str(node_uuid))
+            wanted = ident if ident is not None else str(node_uuid)
+            node = find_node(session, wanted)
+            if not authz.visible(node):  # as Ironic: another project's node does not exist
+                raise ApiError(404, f"Node {wanted[:64]} could not be found")
             query = query.where(Port.node_id == node.id)
         marker = find_port(session, page.marker) if page.marker else None
         ports = session.execute(paginate(query, Port, page, _SORT_KEYS, marker)

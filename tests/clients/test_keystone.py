@@ -357,6 +357,12 @@ def test_a_project_admin_cannot_create_a_port_on_another_projects_node(cloud, te
     assert member.status_code == 403 and "baremetal:port:create" in member.text
     listed = callers["sys"]("GET", "/v1/ports?address=52:54:00:0b:00:02").json()["ports"]
     assert listed == []
+    # Listing the ports of another project's node is answered as for a node that does not
+    # exist: its existence is not revealed either.
+    hidden = callers["a-admin"]("GET", f"/v1/ports?node={nodes['ten-b']}")
+    assert hidden.status_code == 404, hidden.text
+    assert callers["a-admin"]("GET", f"/v1/ports?node_uuid={nodes['ten-a1']}").json()[
+        "ports"][0]["address"] == "52:54:00:0b:00:01"
 
 
 def test_owner_and_lessee_patches_follow_ironic_rules(cloud, tenants):
