@@ -119,7 +119,7 @@ class NodeTask:
         for ports in self.announcements:
             notifier.announce(ports)
 
-    def release(self, committed: bool) -> None:
+    def release(self) -> None:
         """Release every reservation of the task (a deleted node's: nothing to release)."""
         for node_id in reversed(self.held):
             if node_id in self.deleted:
@@ -128,11 +128,9 @@ class NodeTask:
             try:
                 locking.release(self.engine, node_id, self.owner)  # retries transient errors
             except sa.exc.SQLAlchemyError as exc:
-                if not committed:
-                    raise
-                # The change is committed: failing it now would be worse. The leftover is
-                # known to this process, whose housekeeping clears it once the database
-                # answers.
+                # Raising would hide what happened (a committed change, or the error that
+                # ended the block). The leftover is known to this process, whose
+                # housekeeping clears it once the database answers.
                 LOG.error("Node %s: its reservation by %s could not be released (%s); this "
                           "process clears it within [processing]heartbeat_interval once the "
                           "database answers", node_id, self.owner, error_reason(exc))
@@ -152,17 +150,15 @@ def reserved_node(engine: Engine, owner: str, node: int | str, *,
     retry.call(locking.acquire, engine, node_id, owner, what=f"reserving node {ident[:64]}",
                budget=_ACQUIRE_BUDGET)
     task = NodeTask(engine, owner, node_id, ident)
-    committed = False
     try:
         if hold_session:
             with task.change():
                 yield task
         else:
             yield task
-        committed = True
     except BaseException:
         task.deleted.clear()  # a delete rolled back: the reservation is still there
         raise
     finally:
-        task.release(committed)
+        task.release()
     task.publish(notifier)
