@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from inspection import attempts, bmc, identity, states
+from inspection import attempts, bmc, process_identity, states
 from inspection.common.untrusted import last_error_text
 from inspection.db.models import (
     Node,
@@ -48,7 +48,7 @@ def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
     :class:`~inspection.errors.NodeLocked` or :class:`~inspection.states.TransitionRefused`
     (not ``manageable`` nor ``inspect failed``).
     """
-    with reserved_node(engine, identity.of(conf), ident, notifier=notifier) as task:
+    with reserved_node(engine, process_identity.of(conf), ident, notifier=notifier) as task:
         session, node = task.session, task.node
         if not states.allowed(node.provision_state, states.INSPECT):
             raise states.TransitionRefused(states.INSPECT, node.uuid, node.provision_state)
@@ -98,7 +98,7 @@ def _record_failure(session: Session, node: Node, message: str) -> NodePorts:
 def abort_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
                      notifier: FilterNotifier) -> Node:
     """Abort a node's inspection (``inspect wait`` -> ``inspect failed``); returns it."""
-    with reserved_node(engine, identity.of(conf), ident, notifier=notifier) as task:
+    with reserved_node(engine, process_identity.of(conf), ident, notifier=notifier) as task:
         node = task.node
         states.apply(node, states.ABORT)
         attempts.discard_callbacks(task.session, node.uuid)

@@ -15,7 +15,7 @@ from oslo_config import cfg
 from sqlalchemy import and_, or_, select
 from sqlalchemy.engine import Engine
 
-from inspection import attempts, identity, metrics
+from inspection import attempts, metrics, process_identity
 from inspection.common.periodic import PeriodicTask
 from inspection.db import retry
 from inspection.db.models import INSPECT_WAIT, INSPECTING, Node, utcnow
@@ -91,7 +91,7 @@ def fail_timed_out(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifie
 
 def _fail_one(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier, node_id: int,
               *, cutoff: datetime, timeout: int) -> str | None:
-    with reserved_node(engine, identity.of(conf), node_id, notifier=notifier) as task:
+    with reserved_node(engine, process_identity.of(conf), node_id, notifier=notifier) as task:
         node = task.node
         started = _started(node)
         if not _waiting(node) or started is None or started >= cutoff:

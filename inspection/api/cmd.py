@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from inspection import identity
+from inspection import process_identity
 from pxe_filter.common import config, lifecycle, logs, statedirs
 from pxe_filter.common.lifecycle import EXIT_CONFIG, EXIT_RUNTIME, ServiceError
 
@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                   config.INSPECTION_DEFAULTS),
                     args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
-        identity.set_role("api")
+        process_identity.set_role("api")
         logs.log_option_values(conf, LOG)
 
     return lifecycle.run(LOG, life, load=load, start=api.start, serve=api.serve,

@@ -21,7 +21,7 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from inspection import identity, states
+from inspection import process_identity, states
 from inspection.common.untrusted import last_error_text
 from inspection.db.engine import session_scope
 from inspection.db.models import INSPECTING, VERIFYING, Node, utcnow
@@ -50,7 +50,7 @@ class PowerActor:
     def __init__(self, engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier,
                  pool: SessionPool | None = None) -> None:
         self.engine, self.conf, self.notifier = engine, conf, notifier
-        self.owner = identity.of(conf)
+        self.owner = process_identity.of(conf)
         self.pool = pool or SessionPool(conf)
         self.interval = conf.bmc.poll_interval
         self.change_timeout = conf.bmc.power_state_change_timeout

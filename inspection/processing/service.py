@@ -23,7 +23,7 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from inspection import attempts, identity, locking, metrics, states
+from inspection import attempts, locking, metrics, process_identity, states
 from inspection.common.untrusted import for_log
 from inspection.db import retry
 from inspection.db.engine import session_scope
@@ -186,7 +186,7 @@ class InspectionService:
         self.conf = conf
         self.engine = engine
         self.notifier = notifier
-        self.owner = identity.of(conf)
+        self.owner = process_identity.of(conf)
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.rules_engine = RulesEngine(conf.inspection_rules.mask_secrets,
                                         limits=Limits.from_conf(conf))

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from inspection import identity, metrics
+from inspection import metrics, process_identity
 from inspection.common.url_credentials import mask_url_passwords
 from pxe_filter.common import config, lifecycle, logs, messaging, prometheus, statedirs, systemd
 from pxe_filter.common.database import (
@@ -255,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def load() -> None:
         config.load(conf, files, args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
-        identity.set_role("worker")
+        process_identity.set_role("worker")
         logs.log_option_values(conf, LOG)
 
     return lifecycle.run(LOG, life, load=load, start=worker.start, serve=life.idle,

@@ -59,7 +59,7 @@ def at_start(engine: Engine, host: str) -> tuple[int, int]:
     Returns (reservations, callbacks) taken back.
     """
     heartbeat.beat(engine, host)
-    # ``host`` is this process's own identity (inspection.identity), new at every start:
+    # ``host`` is this process's own identity (inspection.process_identity), new at every start:
     # only what carries it is taken back, never the work of another live process of the
     # same machine. What a crashed predecessor left is taken over once its heartbeat is
     # stale (take_over_dead).
