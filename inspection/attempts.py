@@ -32,9 +32,12 @@ def current(node: Node) -> str | None:
 
 
 def is_current(node: Node, attempt: str | None) -> bool:
-    """Whether data accepted for ``attempt`` belongs to the node's current inspection (data
-    stored without an attempt, by an older API, is taken as current)."""
-    return attempt is None or attempt == current(node)
+    """Whether data accepted for ``attempt`` belongs to the node's current inspection.
+
+    No attempt is no wildcard: it matches only a node that has none either (a node
+    discovered from this very data, or put in ``inspect wait`` by another tool).
+    """
+    return attempt == current(node)
 
 
 def discard_callbacks(session: Session, node_uuid: str) -> int:

@@ -47,6 +47,16 @@ class NodeLocked(InspectionServiceError):
         self.holder = holder
 
 
+class ReservationLost(NodeLocked):
+    """The node's reservation was taken away before the change could commit: nothing was
+    changed, and the client may try again."""
+
+    def __init__(self, node_id: int | None = None) -> None:
+        super().__init__(node_id)
+        self.args = ("The node's reservation was taken over while changing it; nothing was "
+                     "changed, try again",)
+
+
 class InvalidState(InspectionServiceError):
     """The requested action is not possible in the node's current provision state."""
 

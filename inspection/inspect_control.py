@@ -7,55 +7,28 @@ filter that re-syncs from the database at that moment agrees with the broadcast.
 """
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from oslo_config import cfg
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from inspection import attempts, bmc, locking, states
+from inspection import attempts, bmc, process_identity, states
 from inspection.common.untrusted import last_error_text
-from inspection.db.engine import session_scope
-from inspection.db.idents import node_ident_clause
 from inspection.db.models import (
     Node,
     Port,
     utcnow,
 )
-from inspection.errors import NotFound
 from inspection.power import tasks as power_tasks
+from inspection.reservation import reserved_node
 from pxe_filter.broadcast import FilterNotifier, NodePorts
 
 LOG = logging.getLogger(__name__)
 
 #: States from which inspection may start (Ironic's "inspect" transition).
 ABORTED_MESSAGE = "Inspection was aborted by request."
-
-
-def find_node_id(engine: Engine, ident: str) -> int:
-    """The id of the node whose UUID or name is ``ident``; :class:`NotFound` otherwise."""
-    with engine.connect() as conn:
-        node_id = conn.execute(select(Node.id).where(node_ident_clause(ident))).scalar()
-    if node_id is None:
-        raise NotFound(f"node {ident} not found", message=f"Node {ident} could not be found")
-    return node_id
-
-
-@contextmanager
-def _reserved_node(engine: Engine, conf: cfg.ConfigOpts,
-                   ident: str) -> Iterator[tuple[Session, Node]]:
-    """The node by UUID or name, reserved by this host, in a session that commits on exit."""
-    node_id = find_node_id(engine, ident)
-    with (locking.reserved(engine, node_id, conf.host),
-          session_scope(sessionmaker(engine, expire_on_commit=False)) as session):
-        node = session.get(Node, node_id)
-        if node is None:
-            raise NotFound(f"node {ident} vanished", message=f"Node {ident} could not "
-                                                             f"be found")
-        yield session, node
 
 
 def node_ports(session: Session, node: Node) -> NodePorts:
@@ -75,7 +48,8 @@ def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
     :class:`~inspection.errors.NodeLocked` or :class:`~inspection.states.TransitionRefused`
     (not ``manageable`` nor ``inspect failed``).
     """
-    with _reserved_node(engine, conf, ident) as (session, node):
+    with reserved_node(engine, process_identity.of(conf), ident, notifier=notifier) as task:
+        session, node = task.session, task.node
         if not states.allowed(node.provision_state, states.INSPECT):
             raise states.TransitionRefused(states.INSPECT, node.uuid, node.provision_state)
         managed = power_tasks.start_inspection(node, conf)
@@ -92,11 +66,10 @@ def start_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
         node.inspection_started_at = utcnow()
         node.inspection_finished_at = None
         node.last_error = None
-        ports = node_ports(session, node)
+        task.announce(node_ports(session, node))
     set_committed_value(node, "reservation", None)  # released on leaving the block
     LOG.info("Inspection of node %s started; BMC addresses for lookup: %s", node.uuid,
              ", ".join(addresses) or "none")
-    notifier.announce(ports)
     return node
 
 
@@ -125,11 +98,11 @@ def _record_failure(session: Session, node: Node, message: str) -> NodePorts:
 def abort_inspection(engine: Engine, conf: cfg.ConfigOpts, ident: str,
                      notifier: FilterNotifier) -> Node:
     """Abort a node's inspection (``inspect wait`` -> ``inspect failed``); returns it."""
-    with _reserved_node(engine, conf, ident) as (session, node):
+    with reserved_node(engine, process_identity.of(conf), ident, notifier=notifier) as task:
+        node = task.node
         states.apply(node, states.ABORT)
-        attempts.discard_callbacks(session, node.uuid)
-        ports = _record_failure(session, node, ABORTED_MESSAGE)
+        attempts.discard_callbacks(task.session, node.uuid)
+        task.announce(_record_failure(task.session, node, ABORTED_MESSAGE))
     set_committed_value(node, "reservation", None)
     LOG.info("Inspection of node %s aborted", node.uuid)
-    notifier.announce(ports)
     return node

@@ -59,18 +59,6 @@ def _limit_row_lock_wait(conn: Connection, seconds: float) -> None:
         conn.execute(sa.text(f"SET LOCAL lock_timeout = {int(seconds * 1000)}"))
 
 
-def is_lock_conflict(exc: sa.exc.DBAPIError) -> bool:
-    """True for a lock wait timeout or a deadlock (retrying later may succeed)."""
-    orig = exc.orig
-    code = getattr(orig, "pgcode", None)
-    if code is not None:
-        return code in ("55P03", "40P01")  # lock_not_available, deadlock_detected
-    args = getattr(orig, "args", ())
-    if args and args[0] in (1205, 1213):  # MySQL lock wait timeout, deadlock
-        return True
-    return "database is locked" in str(orig)
-
-
 def acquire(engine: Engine, node_id: int, host: str,
             lock_timeout: float = ROW_LOCK_TIMEOUT) -> None:
     """Reserve node ``node_id`` for ``host``; :class:`NodeLocked` if someone else holds it."""
@@ -108,7 +96,7 @@ def _try_acquire(engine: Engine, node_id: int, host: str, lock_timeout: float) -
                 .values(reservation=host, **_KEEP_UPDATED_AT))
             return result.rowcount == 1
     except sa.exc.OperationalError as exc:
-        if not is_lock_conflict(exc):
+        if not retry.is_lock_conflict(exc):
             raise
         # Someone is busy with this row right now.
         LOG.info("Node %s: reservation attempt timed out (%s)", node_id,

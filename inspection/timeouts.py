@@ -12,18 +12,17 @@ from datetime import datetime, timedelta
 
 import sqlalchemy.exc
 from oslo_config import cfg
-from sqlalchemy import and_, exists, or_, select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import sessionmaker
 
-from inspection import attempts, locking, metrics
+from inspection import attempts, metrics, process_identity
 from inspection.common.periodic import PeriodicTask
 from inspection.db import retry
-from inspection.db.engine import session_scope
-from inspection.db.models import INSPECT_WAIT, INSPECTING, InspectionCallback, Node, utcnow
+from inspection.db.models import INSPECT_WAIT, INSPECTING, Node, utcnow
 from inspection.errors import NodeLocked, NotFound
 from inspection.inspect_control import fail_inspection
 from inspection.power import tasks as power_tasks
+from inspection.reservation import reserved_node
 from pxe_filter.broadcast import FilterNotifier
 from pxe_filter.common.database import error_reason
 
@@ -53,11 +52,6 @@ def _waiting(node: Node) -> bool:
     return node.provision_state == INSPECT_WAIT
 
 
-def _data_accepted(node_uuid=Node.uuid):
-    # The ramdisk's data arrived and waits for a worker: the node is not waiting any more.
-    return exists().where(InspectionCallback.node_uuid == node_uuid)
-
-
 def fail_timed_out(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier,
                    now: datetime | None = None) -> list[str]:
     """Fail every node in ``inspect wait`` for longer than the timeout; returns their UUIDs."""
@@ -68,8 +62,7 @@ def fail_timed_out(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifie
     cutoff = now - timedelta(seconds=timeout)
     with engine.connect() as conn:
         candidates = conn.execute(select(Node.id).where(_timed_out_filter(cutoff),
-                                                        Node.reservation.is_(None),
-                                                        ~_data_accepted())
+                                                        Node.reservation.is_(None))
                                   .order_by(Node.id)).scalars().all()
     failed: list[str] = []
     for node_id in candidates:
@@ -98,29 +91,26 @@ def fail_timed_out(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifie
 
 def _fail_one(engine: Engine, conf: cfg.ConfigOpts, notifier: FilterNotifier, node_id: int,
               *, cutoff: datetime, timeout: int) -> str | None:
-    with (locking.reserved(engine, node_id, conf.host),
-          session_scope(sessionmaker(engine)) as session):
-        node = session.get(Node, node_id)
-        started = _started(node) if node else None
-        if node is None or not _waiting(node) or started is None \
-                or started >= cutoff:
+    with reserved_node(engine, process_identity.of(conf), node_id, notifier=notifier) as task:
+        node = task.node
+        started = _started(node)
+        if not _waiting(node) or started is None or started >= cutoff:
             return None  # processed or restarted since the query
-        if session.execute(select(_data_accepted(node.uuid))).scalar():
-            return None  # its data arrived since the query
         message = (f"Timeout reached while inspecting the node: no inspection data "
-                   f"received within {timeout} seconds of the start of inspection at "
+                   f"processed within {timeout} seconds of the start of inspection at "
                    f"{started.isoformat(sep=' ', timespec='seconds')} UTC")
         if node.provision_state == INSPECTING:
             message = (f"Timeout reached while booting the node for inspection: its BMC "
                        f"was not driven within {timeout} seconds of the start of "
                        f"inspection at {started.isoformat(sep=' ', timespec='seconds')} UTC "
                        f"(is an ironic-inspection-worker running?)")
-        ports = fail_inspection(session, node, message)
-        attempts.discard_callbacks(session, node.uuid)  # any that arrived since the check
+        task.announce(fail_inspection(task.session, node, message))
+        # Data stored but not processed in time does not keep the node waiting: the
+        # timeout counts from the start of the inspection, whatever arrives meanwhile.
+        attempts.discard_callbacks(task.session, node.uuid)
         node_uuid = node.uuid
     LOG.warning("Node %s: %s", node_uuid, message)
     metrics.TIMEOUTS.inc()
-    notifier.announce(ports)
     return node_uuid
 
 

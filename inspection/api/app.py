@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import sessionmaker
 from werkzeug.routing import BaseConverter, Map
 
+from inspection import process_identity
 from inspection.api import (
     authz,
     continue_inspection,
@@ -57,7 +58,8 @@ def _default_service(conf: cfg.ConfigOpts, engine: Engine, notifier: FilterNotif
 def _default_dispatcher(conf: cfg.ConfigOpts, service: Any, engine: Engine) -> Any:
     url = messaging.configured_transport_url(conf)
     if url:
-        repair = ReservationRepair(engine, conf.host, conf.processing.heartbeat_interval)
+        repair = ReservationRepair(engine, process_identity.of(conf),
+                                   conf.processing.heartbeat_interval)
         dispatcher = RpcDispatcher(engine, messaging.get_transport(url), repair)
         repair.start()
         return dispatcher

@@ -282,6 +282,36 @@ def authorize(authorizer: Authorizer, creds: dict) -> None:
                                       missing)
 
 
+def visible(node: Node) -> bool:
+    """Whether this user may see ``node`` (always, without Keystone)."""
+    authorizer, creds = g.get("authorizer"), g.get("policy_creds")
+    if authorizer is None or creds is None:
+        return True
+    target = {**creds, "node.owner": node.owner, "node.lessee": node.lessee}
+    return authorizer.allowed("baremetal:node:get", target, creds)
+
+
+def check_touched(rule: str, node: Node, missing: str = "") -> None:
+    """Check ``rule`` on a node the request touches besides the one its URL names (a
+    port's node, a port's destination), as read under the reservation: 404 when the user
+    may not see it, 403 when the rule refuses. Nothing to check without Keystone."""
+    authorizer, creds = g.get("authorizer"), g.get("policy_creds")
+    if authorizer is None or creds is None:
+        return
+    missing = missing or f"Node {node.uuid} could not be found"
+    try:
+        authorizer.check_node(rule, (node.owner, node.lessee), creds, missing)
+    except Concealed as exc:
+        LOG.info("Refused %s %s to project %s: node %s is not visible to it (%s)",
+                 request.method, request.path[:200], creds.get("project_id"), node.uuid, rule)
+        raise errors.ApiError(404, exc.message) from None
+    except Forbidden as exc:
+        LOG.info("Refused %s %s to project %s on node %s: policy %s", request.method,
+                 request.path[:200], creds.get("project_id"), node.uuid, exc.rule)
+        raise errors.ApiError(
+            403, f"Access was denied to the following resource: {exc.rule}") from None
+
+
 def policy_project() -> str | None:
     """The project a list is narrowed to by the policies (None: no narrowing)."""
     return g.get("policy_project")

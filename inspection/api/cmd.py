@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
+from inspection import process_identity
 from pxe_filter.common import config, lifecycle, logs, statedirs, unknown_options
 from pxe_filter.common.lifecycle import EXIT_CONFIG, EXIT_RUNTIME, ServiceError
 
@@ -144,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                   config.INSPECTION_DEFAULTS),
                     args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
+        process_identity.set_role("api")
         logs.log_option_values(conf, LOG)
         unknown_options.warn_unknown_options(conf, LOG, "ironic-inspection")
 

@@ -12,6 +12,7 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from inspection import process_identity
 from inspection.api.errors import ApiError
 from inspection.common.untrusted import find_unstorable
 from inspection.db.engine import session_scope
@@ -33,6 +34,11 @@ class ApiContext:
     notifier: FilterNotifier
     service: Any
     dispatcher: Any
+
+    @property
+    def owner(self) -> str:
+        """This process's identity in node reservations (:mod:`inspection.process_identity`)."""
+        return process_identity.of(self.conf)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.orm import Session, load_only
 
-from inspection import attempts, inspect_control, locking, states
+from inspection import attempts, inspect_control, states
 from inspection.api import authz, node_fields
 from inspection.api.context import ctx, json_body, json_object
 from inspection.api.errors import ApiError
@@ -60,6 +60,7 @@ from inspection.db.models import (
 from inspection.errors import InvalidState
 from inspection.inspect_control import node_ports
 from inspection.power import tasks as power_tasks
+from inspection.reservation import reserved_node
 
 bp = Blueprint("nodes", __name__)
 
@@ -238,43 +239,37 @@ def patch_node(node_ident: str) -> Response:
             raise ApiError(400, "The reset_interfaces parameter can only be used when "
                                 "changing the node's driver.")
     c = ctx()
-    with c.session() as session:
-        node_id = find_node(session, node_ident).id
-    with locking.reserved(c.engine, node_id, c.conf.host):
-        try:
-            with c.session() as session:
-                node = session.get(Node, node_id)
-                if node is None:
-                    raise ApiError(404, f"Node {node_ident[:64]} could not be found")
-                before = {name: getattr(node, name) for name in NODE_PATCHABLE}
-                for name in ("maintenance", "protected", "retired"):
-                    before[name] = bool(before[name])
-                before["network_data"] = before["network_data"] or {}
-                values = check_node(apply_patch(before, body, NODE_PATCHABLE, NODE_DEFAULTS,
-                                                c.conf.inspection_rules.max_node_size))
-                if reset and values["driver"] != before["driver"]:
-                    # The new driver's defaults for every interface the patch leaves alone.
-                    for name in node_fields.INTERFACE_FIELDS:
-                        if values[name] == before[name]:
-                            values[name] = NODE_DEFAULTS[name]
-                node_fields.check_transition(node.uuid, node.provision_state,
-                                             values["maintenance"], before, values)
-                if values["parent_node"] and values["parent_node"] != before["parent_node"]:
-                    values["parent_node"] = parent_uuid(session, values["parent_node"])
-                    if values["parent_node"] == node.uuid:
-                        raise ApiError(400, "parent_node: a node cannot be its own parent")
-                if before["maintenance"] and not values["maintenance"]:
-                    node.maintenance_reason = None  # as Ironic, out of maintenance
-                for name, value in values.items():
-                    if value != before[name]:
-                        setattr(node, name, value)
-                session.flush()
-                served_changed = values["inspect_interface"] != before["inspect_interface"]
-                ports = node_ports(session, node) if served_changed else None
-        except sa.exc.IntegrityError:
-            raise ApiError(409, "A node with this name already exists") from None
-    if ports is not None:  # the PXE filters' decision depends on the inspect interface
-        c.notifier.announce(ports)
+    try:
+        with reserved_node(c.engine, c.owner, node_ident, notifier=c.notifier) as task:
+            session, node, node_id = task.session, task.node, task.node_id
+            before = {name: getattr(node, name) for name in NODE_PATCHABLE}
+            for name in ("maintenance", "protected", "retired"):
+                before[name] = bool(before[name])
+            before["network_data"] = before["network_data"] or {}
+            values = check_node(apply_patch(before, body, NODE_PATCHABLE, NODE_DEFAULTS,
+                                            c.conf.inspection_rules.max_node_size))
+            if reset and values["driver"] != before["driver"]:
+                # The new driver's defaults for every interface the patch leaves alone.
+                for name in node_fields.INTERFACE_FIELDS:
+                    if values[name] == before[name]:
+                        values[name] = NODE_DEFAULTS[name]
+            node_fields.check_transition(node.uuid, node.provision_state,
+                                         values["maintenance"], before, values)
+            if values["parent_node"] and values["parent_node"] != before["parent_node"]:
+                values["parent_node"] = parent_uuid(session, values["parent_node"])
+                if values["parent_node"] == node.uuid:
+                    raise ApiError(400, "parent_node: a node cannot be its own parent")
+            if before["maintenance"] and not values["maintenance"]:
+                node.maintenance_reason = None  # as Ironic, out of maintenance
+            for name, value in values.items():
+                if value != before[name]:
+                    setattr(node, name, value)
+            session.flush()
+            if values["inspect_interface"] != before["inspect_interface"]:
+                # The PXE filters' decision depends on the inspect interface.
+                task.announce(node_ports(session, node))
+    except sa.exc.IntegrityError:
+        raise ApiError(409, "A node with this name already exists") from None
     with c.session() as session:
         node = session.get(Node, node_id)
         if node is None:
@@ -284,13 +279,9 @@ def patch_node(node_ident: str) -> Response:
 
 def _set_maintenance(node_ident: str, value: bool, reason: str | None) -> tuple[str, int]:
     c = ctx()
-    with c.session() as session:
-        node_id = find_node(session, node_ident).id
-    with locking.reserved(c.engine, node_id, c.conf.host), c.session() as session:
-        node = session.get(Node, node_id)
-        if node is not None:
-            node.maintenance = value
-            node.maintenance_reason = reason
+    with reserved_node(c.engine, c.owner, node_ident) as task:
+        task.node.maintenance = value
+        task.node.maintenance_reason = reason
     return "", 202
 
 
@@ -321,38 +312,26 @@ def clear_maintenance(node_ident: str) -> tuple[str, int]:
 def delete_node(node_ident: str) -> tuple[str, int]:
     """Delete a node with its ports and inventory; refused while it is being inspected."""
     c = ctx()
-    with c.session() as session:
-        node = find_node(session, node_ident)
-        node_id, node_uuid, state = node.id, node.uuid, node.provision_state
-        protected = bool(node.protected)
-    if protected:  # Ironic's NodeProtected
-        raise ApiError(403, f"Node {node_uuid} is protected and cannot be undeployed, "
-                            f"rebuilt or deleted")
-    if state in INSPECTION_STATES:
-        raise InvalidState(f"Node {node_uuid} is in state {state!r}: abort the inspection "
-                           f"before deleting it")
-    locking.acquire(c.engine, node_id, c.conf.host)
-    try:
-        with c.session() as session:
-            for model in (Port, NodeTrait, NodeInventory, Portgroup):
-                session.execute(sa.delete(model).where(model.node_id == node_id))
-            session.execute(sa.delete(Node).where(Node.id == node_id))
-            attempts.discard_callbacks(session, node_uuid)
-    except BaseException:
-        locking.release(c.engine, node_id, c.conf.host)
-        raise
-    locking.forget(node_id, c.conf.host)
+    with reserved_node(c.engine, c.owner, node_ident) as task:
+        node = task.node  # checked under the reservation: nothing starts inspecting it now
+        if node.protected:  # Ironic's NodeProtected
+            raise ApiError(403, f"Node {node.uuid} is protected and cannot be undeployed, "
+                                f"rebuilt or deleted")
+        if node.provision_state in INSPECTION_STATES:
+            raise InvalidState(f"Node {node.uuid} is in state {node.provision_state!r}: "
+                               f"abort the inspection before deleting it")
+        for model in (Port, NodeTrait, NodeInventory, Portgroup):
+            task.session.execute(sa.delete(model).where(model.node_id == node.id))
+        task.session.execute(sa.delete(Node).where(Node.id == node.id))
+        attempts.discard_callbacks(task.session, node.uuid)
+        task.deleting()
     return "", 204
 
 
 def _manage(node_ident: str) -> None:
     c = ctx()
-    with c.session() as session:
-        node_id = find_node(session, node_ident).id
-    with locking.reserved(c.engine, node_id, c.conf.host), c.session() as session:
-        node = session.get(Node, node_id)
-        if node is None:
-            raise ApiError(404, f"Node {node_ident[:64]} could not be found")
+    with reserved_node(c.engine, c.owner, node_ident) as task:
+        node = task.node
         if node.provision_state == MANAGEABLE:
             return
         # As Ironic's 'verifying': a node whose BMC this service drives becomes manageable

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from flask import request
 from sqlalchemy.orm import Session
 
-from inspection.api import node_fields
+from inspection.api import authz, node_fields
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node
 from inspection.api.pagination import bool_filter
@@ -59,12 +59,16 @@ def parent_uuid(session: Session, ident: str, strict: bool = True) -> str:
     """The UUID of the node ``ident`` names; 400 as Ironic words it when there is none
     (``strict``), else ``ident`` itself (a filter then matches nothing)."""
     try:
-        return find_node(session, ident).uuid
+        node = find_node(session, ident)
     except NotFound:
-        if not strict:
-            return ident
-        raise ApiError(400, f"Unable to apply the requested parent_node '{ident[:64]}'. "
-                            f"Requested value was invalid.") from None
+        node = None
+    # A parent the user may not see is refused as if it did not exist.
+    if node is not None and (not strict or authz.visible(node)):
+        return node.uuid
+    if not strict:
+        return ident
+    raise ApiError(400, f"Unable to apply the requested parent_node '{ident[:64]}'. "
+                        f"Requested value was invalid.")
 
 
 def check_field_versions(names: Iterable[str], action: str) -> None:

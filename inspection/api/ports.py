@@ -1,6 +1,8 @@
 """``/v1/ports``: list (by node), create, show, delete."""
 
 import uuid as uuidlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
@@ -23,7 +25,8 @@ from inspection.api.pagination import (
 from inspection.api.patching import PORT_DEFAULTS, PORT_PATCHABLE, check_port
 from inspection.api.patching import apply as apply_patch
 from inspection.api.views import PORT_FIELDS, port_view
-from inspection.db.models import Node, Port
+from inspection.db.models import Port
+from inspection.reservation import NodeTask, reserved_node
 from pxe_filter.broadcast import NodePorts
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
@@ -58,7 +61,10 @@ def _list(path: str, detail_path: bool) -> Response:
     c = ctx()
     with c.session() as session:
         if ident is not None or node_uuid is not None:
-            node = find_node(session, ident if ident is not None else str(node_uuid))
+            wanted = ident if ident is not None else str(node_uuid)
+            node = find_node(session, wanted)
+            if not authz.visible(node):  # as Ironic: another project's node does not exist
+                raise ApiError(404, f"Node {wanted[:64]} could not be found")
             query = query.where(Port.node_id == node.id)
         marker = find_port(session, page.marker) if page.marker else None
         ports = session.execute(paginate(query, Port, page, _SORT_KEYS, marker)
@@ -114,8 +120,11 @@ def create_port() -> tuple[Response, int, dict]:
         raise ApiError(400, "Invalid port: " + "; ".join(problems), problems=problems)
     c = ctx()
     try:
-        with c.session() as session:
-            node = find_node(session, body["node_uuid"])
+        with reserved_node(c.engine, c.owner, body["node_uuid"],
+                           notifier=c.notifier) as task:
+            node, session = task.node, task.session
+            # Checked again under the reservation: the owner may have changed since.
+            authz.check_touched("baremetal:port:create", node)
             port = Port(uuid=str(uuidlib.uuid4()), address=address, node_id=node.id,
                         pxe_enabled=body.get("pxe_enabled", True),
                         extra=body.get("extra") or {},
@@ -124,12 +133,11 @@ def create_port() -> tuple[Response, int, dict]:
             session.add(port)
             session.flush()
             view = port_view(port, node.uuid)
-            announced = NodePorts(node.provision_state, node.inspect_interface, (address,))
+            # Tell the filters at once: with unknown MACs allowed (discovery, or a node on
+            # inspection) the wildcard would otherwise serve this NIC until the next sync.
+            task.announce(NodePorts(node.provision_state, node.inspect_interface, (address,)))
     except sa.exc.IntegrityError:
         raise ApiError(409, f"A port with MAC address {address} already exists") from None
-    # Tell the filters at once: with unknown MACs allowed (discovery, or a node on
-    # inspection) the wildcard would otherwise serve this NIC until the next full sync.
-    c.notifier.announce(announced)
     return jsonify(view), 201, {"Location": view["links"][0]["href"]}
 
 
@@ -156,18 +164,23 @@ def patch_port(port_id: str) -> Response:
     body = json_body()
     c = ctx()
     try:
-        with c.session() as session:
-            port = find_port(session, port_id)
-            old_node = session.get(Node, port.node_id) if port.node_id is not None else None
+        with _port_task(c, port_id) as (task, port):
+            session, old_node = task.session, task.node
             before = {name: getattr(port, name) for name in PORT_PATCHABLE if name != "node_uuid"}
-            before["node_uuid"] = old_node.uuid if old_node is not None else None
+            before["node_uuid"] = old_node.uuid
             before["pxe_enabled"] = True if before["pxe_enabled"] is None else \
                 bool(before["pxe_enabled"])
             values = check_port(apply_patch(before, body, PORT_PATCHABLE,
                                             {**PORT_DEFAULTS, "address": None,
                                              "node_uuid": None},
                                             c.conf.inspection_rules.max_node_size, what="port"))
-            node = find_node(session, values["node_uuid"])
+            node = old_node
+            if values["node_uuid"] != before["node_uuid"]:
+                # A move changes the destination too: it is reserved, and the user must be
+                # allowed to change its ports (Ironic authorises every node it touches).
+                node = task.reserve(find_node(session, values["node_uuid"]).id)
+                authz.check_touched("baremetal:port:update", node,
+                                    f"Node {values['node_uuid'][:64]} could not be found")
             old_address = port.address
             for name, value in values.items():
                 if name != "node_uuid" and value != before[name]:
@@ -175,30 +188,43 @@ def patch_port(port_id: str) -> Response:
             port.node_id = node.id
             session.flush()
             view = port_view(port, node.uuid)
-            moved = old_address != port.address or old_node is None or old_node.id != node.id
-            was_served = old_node is not None and c.notifier.served(
-                old_node.provision_state, old_node.inspect_interface)
-            announced = NodePorts(node.provision_state, node.inspect_interface, (port.address,))
+            if old_address != port.address or old_node.id != node.id:
+                if old_address and old_address != port.address and c.notifier.served(
+                        old_node.provision_state, old_node.inspect_interface):
+                    task.deny([old_address])
+                task.announce(NodePorts(node.provision_state, node.inspect_interface,
+                                        (port.address,)))
     except sa.exc.IntegrityError:
         raise ApiError(409, "A port with this MAC address already exists") from None
-    if moved:
-        if was_served and old_address and old_address != port.address:
-            c.notifier.update(deny=[old_address])
-        c.notifier.announce(announced)
     return jsonify(view)
 
 
 @bp.delete("/v1/ports/<ident(\"detail\"):port_id>")
 def delete_port(port_id: str) -> tuple[str, int]:
-    """Delete a port."""
+    """Delete a port (under its node's reservation)."""
     c = ctx()
-    with c.session() as session:
-        port = find_port(session, port_id)
-        address = port.address
-        node = session.get(Node, port.node_id) if port.node_id is not None else None
-        served = node is not None and c.notifier.served(node.provision_state,
-                                                        node.inspect_interface)
-        session.delete(port)
-    if served and address:
-        c.notifier.update(deny=[address])
+    with _port_task(c, port_id) as (task, port):
+        if port.address and c.notifier.served(task.node.provision_state,
+                                              task.node.inspect_interface):
+            task.deny([port.address])
+        task.session.delete(port)
     return "", 204
+
+
+@contextmanager
+def _port_task(c, port_id: str) -> Iterator[tuple[NodeTask, Port]]:
+    """The port under its node's reservation, read again and authorised under it."""
+    with c.session() as session:
+        node_id = find_port(session, port_id).node_id
+    if node_id is None:
+        raise ApiError(409, f"Port {port_id[:64]} belongs to no node; it cannot be changed "
+                            f"here")
+    with reserved_node(c.engine, c.owner, node_id, notifier=c.notifier) as task:
+        port = find_port(task.session, port_id)
+        if port.node_id != node_id:  # moved meanwhile
+            raise ApiError(409, f"Port {port_id[:64]} was moved to another node meanwhile; "
+                                f"try again")
+        rule = {"PATCH": "baremetal:port:update", "DELETE": "baremetal:port:delete"}
+        authz.check_touched(rule[request.method], task.node,
+                            f"Port {port_id[:64]} could not be found")
+        yield task, port

@@ -3,7 +3,6 @@
 
 from flask import Blueprint, Response, jsonify
 
-from inspection import locking
 from inspection.api.context import ctx, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node
@@ -12,6 +11,7 @@ from inspection.api.versions import require
 from inspection.db.models import Node
 from inspection.power import drivers
 from inspection.power import tasks as power_tasks
+from inspection.reservation import reserved_node
 
 bp = Blueprint("power", __name__)
 
@@ -98,12 +98,8 @@ def set_power_state(node_ident: str) -> tuple[str, int, dict]:
     """Record a power change for the BMC actor; 202 (Ironic's answer, empty)."""
     target, timeout = _power_target()
     c = ctx()
-    with c.session() as session:
-        node_id = find_node(session, node_ident).id
-    with locking.reserved(c.engine, node_id, c.conf.host), c.session() as session:
-        node = session.get(Node, node_id)
-        if node is None:
-            raise ApiError(404, f"Node {node_ident[:64]} could not be found")
+    with reserved_node(c.engine, c.owner, node_ident) as task:
+        node = task.node
         if node.driver == "fake-hardware":  # Ironic's fake power: done at once
             node.power_state, node.target_power_state = drivers.END_STATE[target], None
         else:

@@ -6,13 +6,13 @@ import os_traits
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify
 
-from inspection import locking
 from inspection.api.context import ctx, json_body
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, node_traits
 from inspection.api.pagination import check_args
 from inspection.api.versions import link, require
 from inspection.db.models import NodeTrait
+from inspection.reservation import reserved_node
 
 bp = Blueprint("traits", __name__)
 
@@ -39,10 +39,8 @@ def _replace(node_ident: str, change) -> tuple[str, int]:
     """Apply ``change(current traits) -> new traits`` under the node's reservation."""
     require(37, 404, "The resource could not be found.")
     c = ctx()
-    with c.session() as session:
-        node = find_node(session, node_ident)
-        node_id, node_uuid = node.id, node.uuid
-    with locking.reserved(c.engine, node_id, c.conf.host), c.session() as session:
+    with reserved_node(c.engine, c.owner, node_ident) as task:
+        session, node_id, node_uuid = task.session, task.node_id, task.node.uuid
         current = set(node_traits(session, {node_id})[node_id])
         wanted = change(current, node_uuid)
         if len(wanted) > MAX_TRAITS_PER_NODE:

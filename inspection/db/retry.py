@@ -4,9 +4,15 @@ A *transient* error says nothing about the data: the connection dropped (a resta
 failover, ``pg_terminate_backend``), the transaction lost a deadlock or a serialization
 check, or a lock timeout fired. Running the same transaction again may
 succeed. A *data* error (``DataError``, ``IntegrityError``) fails the same way every time.
-oslo.db's ``wrap_db_retry`` is not used: it needs its exception filters, which turn
+This is the project's one classifier of database errors (:func:`is_transient`, and
+:func:`is_lock_conflict` for its subset "someone holds the row"): SQLAlchemy's own disconnect
+detection (``connection_invalidated``) first, then each backend's codes, then the
+connect-time failures that carry no code. oslo.db's ``exc_filters`` are not used: they turn
 SQLAlchemy's errors into ``oslo_db.exception.DBError`` (not a ``SQLAlchemyError``) on the
-engine, so every ``except SQLAlchemyError`` of the project would have to change.
+engine, so every ``except SQLAlchemyError`` of the project (and the pxe_filter's, which
+shares the engine code) would have to change, and they too class PostgreSQL's refused
+connection by its message. tenacity would replace only :func:`call`'s dozen lines, not the
+classifier, and adds a dependency: the loop stays.
 """
 
 import logging
@@ -45,7 +51,23 @@ _PG_CODES = {"55P03", "57P01", "57P02", "57P03"}
 # (MariaDB), 2002/2003 cannot connect, 2006 server has gone away, 2013 lost connection,
 # 2055 lost connection (system error), 4031 disconnected for inactivity.
 _MYSQL_CODES = {1020, 1040, 1053, 1077, 1158, 1159, 1160, 1161, 1205, 1213, 1317, 1927,
-                2002, 2003, 2006, 2013, 2055, 4031}
+                2002, 2003, 2006, 2013, 2055, 4031,
+                # read-only after a failover (the old primary): 1290 --read-only,
+                # 1792 read-only transaction, 1836 read-only mode
+                1290, 1792, 1836}
+# PostgreSQL 25006: read_only_sql_transaction (a standby, or the old primary after a
+# failover); 57P04 database_dropped is not transient.
+_PG_CODES.add("25006")
+# psycopg2 raises connect-time failures (refused while the server restarts, a timeout, a
+# server starting up or shutting down) with no SQLSTATE, and SQLAlchemy's disconnect
+# detection only looks at errors of open connections: libpq's words are all there is.
+_PG_CONNECT_WORDS = ("connection refused", "could not connect to server",
+                     "connection timed out", "timeout expired",
+                     "the database system is starting up",
+                     "the database system is shutting down",
+                     "the database system is in recovery mode",
+                     "server closed the connection unexpectedly",
+                     "terminating connection")
 _SQLITE_WORDS = ("database is locked", "database table is locked", "database is busy")
 
 
@@ -67,7 +89,19 @@ def is_transient(exc: BaseException) -> bool:
     if args and isinstance(args[0], int):
         return args[0] in _MYSQL_CODES
     text = str(orig).lower()
-    return any(word in text for word in _SQLITE_WORDS)
+    return any(word in text for word in (*_PG_CONNECT_WORDS, *_SQLITE_WORDS))
+
+
+def is_lock_conflict(exc: sa.exc.DBAPIError) -> bool:
+    """True for a lock wait timeout or a deadlock: someone else holds the row right now."""
+    orig = exc.orig
+    code = getattr(orig, "pgcode", None)
+    if code is not None:
+        return code in ("55P03", "40P01")  # lock_not_available, deadlock_detected
+    args = getattr(orig, "args", ())
+    if args and args[0] in (1205, 1213):  # MySQL lock wait timeout, deadlock
+        return True
+    return "database is locked" in str(orig)
 
 
 def is_data_error(exc: BaseException) -> bool:

@@ -4,11 +4,11 @@ the API all-in-one, as processing does.
 A scheduler thread looks for due work every ``[bmc]poll_interval`` seconds (or when woken)
 and hands each node to a thread of a pool of ``[bmc]max_sessions``, at most
 ``[bmc]max_sessions_per_bmc`` per BMC address (so a slow or dead BMC never takes the whole
-pool). Each step holds the node's reservation, so two processes never drive one BMC at
-once, and is short: one verification, one boot request, one power request, one power state
-read, or one out-of-band inspection (the inventory read, then processed by the injected
-``inspector``). A power change is then confirmed by later reads, without holding a session
-while the machine obeys.
+pool). Each step holds the node's reservation, so two processes never drive one BMC at once
+(with no database session open while the BMC answers), and is short: one verification, one
+boot request, one power request, one power state read, or one out-of-band inspection (the
+inventory read, then processed by the injected ``inspector``). A power change is then
+confirmed by later reads, without holding a session while the machine obeys.
 """
 
 import logging
@@ -17,13 +17,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import sqlalchemy as sa
 from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from inspection import locking, states
+from inspection import process_identity, states
 from inspection.common.untrusted import last_error_text
 from inspection.db.engine import session_scope
 from inspection.db.models import INSPECTING, VERIFYING, Node, utcnow
@@ -33,6 +34,7 @@ from inspection.power import drivers, tasks
 from inspection.power.errors import BmcError
 from inspection.power.pool import SessionPool, Stopping
 from inspection.power.redfish_inventory import Reading
+from inspection.reservation import reserved_node
 from pxe_filter.broadcast import FilterNotifier, NodePorts
 from pxe_filter.common.database import error_reason
 
@@ -57,7 +59,7 @@ class PowerActor:
                  pool: SessionPool | None = None,
                  inspector: OutOfBandInspector | None = None) -> None:
         self.engine, self.conf, self.notifier = engine, conf, notifier
-        self.host = conf.host
+        self.owner = process_identity.of(conf)
         self.pool = pool or SessionPool(conf)
         self.interval = conf.bmc.poll_interval
         self.change_timeout = conf.bmc.power_state_change_timeout
@@ -145,46 +147,67 @@ class PowerActor:
         self.wake()  # a step may leave more work (a power change to confirm soon)
 
     def step(self, node_id: int) -> None:
-        """One piece of the node's BMC work, under its reservation."""
-        ports: NodePorts | None = None
-        with (locking.reserved(self.engine, node_id, self.host),
-              session_scope(self.sessions) as session):
-            node = session.get(Node, node_id)
-            if node is None or not tasks.due(node):
-                return
-            action = tasks.pending(node)["action"]  # due: there is one
-            if action == tasks.VERIFY:
-                self._verify(node)
-            elif action == tasks.BOOT:
-                ports = self._boot(session, node)
-            elif action == tasks.INSPECT:
-                ports = self._inspect(session, node)
-            else:
-                self._power(node)
-        if ports is not None:
-            self.notifier.announce(ports)
+        """One piece of the node's BMC work, under its reservation; the BMC is called
+        between two short sessions, never with one open."""
+        with reserved_node(self.engine, self.owner, node_id, notifier=self.notifier,
+                           hold_session=False) as task:
+            with task.change() as node:
+                if not tasks.due(node):
+                    return
+                action = tasks.pending(node)["action"]  # due: there is one
+                # The node may have been edited since inspect was accepted.
+                problem = self._out_of_band_problem(node) if action == tasks.INSPECT else None
+            # The node read is detached but loaded: enough to drive its BMC.
+            result, error = (None, None) if problem else self._call(node, action)
+            with task.change() as node:
+                if not tasks.due(node) or tasks.pending(node)["action"] != action:
+                    return
+                if action == tasks.VERIFY:
+                    self._verify(node, result, error)
+                elif action in (tasks.BOOT, tasks.INSPECT):
+                    ports = (self._boot if action == tasks.BOOT else self._inspect)(
+                        task.session, node, result, error or problem)
+                    if ports is not None:
+                        task.announce(ports)
+                else:
+                    self._power(node, result, error)
 
     def _bmc(self, node: Node, work, what: str):
         return self.pool.run(node.driver, node.driver_info, work,
                              what=f"{what} of node {node.uuid}")
 
-    def _verify(self, node: Node) -> None:
+    def _call(self, node: Node, action: str) -> tuple[Any, BmcError | None]:
+        """The BMC request ``action`` asks for now: (its result, None) or (None, error)."""
+        if action == tasks.VERIFY:
+            work, what = (lambda c: c.power_state()), "Verifying the BMC"
+        elif action == tasks.BOOT:
+            work, what = self._boot_work(node), "Booting for inspection"
+        elif action == tasks.INSPECT:
+            work, what = (lambda c: c.inventory()), "Reading the inventory"
+        elif "deadline" not in tasks.pending(node):
+            work, what = (lambda c: c.set_power(action)), f"Power action {action!r}"
+        else:
+            work, what = (lambda c: c.power_state()), "Power state read"
         try:
-            state = self._bmc(node, lambda c: c.power_state(), "Verifying the BMC")
+            return self._bmc(node, work, what), None
         except BmcError as exc:
-            tasks.step_done(node)
+            return None, exc
+
+    def _verify(self, node: Node, state: str | None, error: BmcError | None) -> None:
+        tasks.step_done(node)
+        if error is not None:
             states.apply(node, states.FAIL)
             node.last_error = last_error_text(
-                f"Failed to verify the BMC of node {node.uuid} (power state read): {exc}")
+                f"Failed to verify the BMC of node {node.uuid} (power state read): {error}")
             LOG.warning("Node %s stays in enroll: %s", node.uuid, node.last_error)
             return
-        tasks.step_done(node)
         node.power_state = state
         states.apply(node, states.DONE)
         node.last_error = None
         LOG.info("Node %s verified (%s): now manageable", node.uuid, state)
 
-    def _boot(self, session: Session, node: Node) -> NodePorts | None:
+    @staticmethod
+    def _boot_work(node: Node) -> Callable[[drivers.BmcClient], str]:
         device = drivers.boot_device(node.boot_interface)
         mode = drivers.boot_mode(node.boot_mode, node.properties)
         reboot_only = bool(node.disable_power_off)
@@ -196,59 +219,61 @@ class PowerActor:
             client.set_power(action)
             return action
 
-        try:
-            action = self._bmc(node, boot, "Booting for inspection")
-        except BmcError as exc:
-            tasks.step_done(node)
+        return boot
+
+    def _boot(self, session: Session, node: Node, action: str | None,
+              error: BmcError | None) -> NodePorts | None:
+        tasks.step_done(node)
+        if error is not None:
             # A BMC that just failed is not asked to power off as well.
             node.driver_internal_info = {k: v for k, v in (node.driver_internal_info or {})
                                          .items() if k != tasks.POWER_OFF_KEY}
-            LOG.warning("Inspection of node %s failed: cannot boot it: %s", node.uuid, exc)
+            LOG.warning("Inspection of node %s failed: cannot boot it: %s", node.uuid, error)
             return fail_inspection(session, node, f"Failed to boot node {node.uuid} from the "
-                                                  f"network for inspection: {exc}")
-        tasks.step_done(node)
+                                                  f"network for inspection: {error}")
         states.apply(node, states.WAIT)
         node.inspection_started_at = utcnow()  # the ramdisk's time starts at power on
         tasks.sent(node, action, self.change_timeout, self.interval)
-        LOG.info("Node %s boots from %s for inspection (%s)", node.uuid, device, action)
+        LOG.info("Node %s boots from %s for inspection (%s)", node.uuid,
+                 drivers.boot_device(node.boot_interface), action)
         return None
 
-    def _inspect(self, session: Session, node: Node) -> NodePorts | None:
-        """Out-of-band inspection: read the inventory (GET requests only), then process it."""
-        # The node may have been edited since inspect was accepted.
-        problem = "it is not available in this process" if self.inspector is None \
-            else tasks.out_of_band_problem(node)
-        if problem:
+    def _out_of_band_problem(self, node: Node) -> str | None:
+        if self.inspector is None:
+            return "it is not available in this process"
+        return tasks.out_of_band_problem(node)
+
+    def _inspect(self, session: Session, node: Node, reading: Reading | None,
+                 error: BmcError | str | None) -> NodePorts | None:
+        """Out-of-band inspection: the inventory read (GET requests only), processed."""
+        if isinstance(error, str):
             tasks.step_done(node)
             return fail_inspection(session, node, f"Node {node.uuid} cannot be inspected "
-                                                  f"out-of-band: {problem}")
-        try:
-            reading = self._bmc(node, lambda c: c.inventory(), "Reading the inventory")
-        except BmcError as exc:
+                                                  f"out-of-band: {error}")
+        if error is not None:
             tasks.step_done(node)
-            LOG.warning("Out-of-band inspection of node %s failed: %s", node.uuid, exc)
+            LOG.warning("Out-of-band inspection of node %s failed: %s", node.uuid, error)
             return fail_inspection(session, node, f"Failed to read the inventory of node "
-                                                  f"{node.uuid} from its BMC: {exc}")
+                                                  f"{node.uuid} from its BMC: {error}")
+        assert self.inspector is not None
         return self.inspector(session, node, reading)
 
-    def _power(self, node: Node) -> None:
+    def _power(self, node: Node, result: str | None, error: BmcError | None) -> None:
         task = tasks.pending(node)
         action = task["action"]
         if "deadline" not in task:
-            try:
-                self._bmc(node, lambda c: c.set_power(action), f"Power action {action!r}")
-            except BmcError as exc:
-                self._power_failed(node, f"Failed to change power state to {action!r}: {exc}")
+            if error is not None:
+                self._power_failed(node, f"Failed to change power state to {action!r}: "
+                                         f"{error}")
                 return
             tasks.sent(node, action, self.change_timeout, self.interval)
             return
         want = drivers.END_STATE[action]
-        try:
-            state = self._bmc(node, lambda c: c.power_state(), "Power state read")
-        except BmcError as exc:
+        if error is not None:
             self._power_failed(node, f"Failed to read the power state after {action!r}: "
-                                     f"{exc}")
+                                     f"{error}")
             return
+        state = result
         if state == want:
             tasks.finish(node, state)
             LOG.info("Node %s is in %s", node.uuid, state)

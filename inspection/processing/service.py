@@ -23,7 +23,7 @@ from oslo_config import cfg
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from inspection import attempts, locking, metrics, states
+from inspection import attempts, locking, metrics, process_identity, states
 from inspection.common.untrusted import for_log
 from inspection.db import retry
 from inspection.db.engine import session_scope
@@ -43,6 +43,7 @@ from inspection.processing.pipeline import (
     apply_rules,
     db_error_text,
 )
+from inspection.reservation import reserved_node
 from inspection.rules import (
     BuiltInRulesFileError,
     Rule,
@@ -54,7 +55,7 @@ from inspection.rules import (
 from inspection.rules.limits import Limits
 from pxe_filter.broadcast import FilterNotifier, NodePorts
 from pxe_filter.common.config import ConfigError
-from pxe_filter.common.database import engine_from_conf, error_reason
+from pxe_filter.common.database import engine_from_conf
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 LOG = logging.getLogger(__name__)
@@ -185,7 +186,7 @@ class InspectionService:
         self.conf = conf
         self.engine = engine
         self.notifier = notifier
-        self.host = conf.host
+        self.owner = process_identity.of(conf)
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.rules_engine = RulesEngine(conf.inspection_rules.mask_secrets,
                                         limits=Limits.from_conf(conf))
@@ -350,17 +351,16 @@ class InspectionService:
         """
         what = f"the transaction of node {node_id}"
         for attempt in range(1, self.lock_attempts + 1):
+            reserved = False
             try:
-                retry.call(locking.acquire, self.engine, node_id, self.host, what=what)
-                break
+                with reserved_node(self.engine, self.owner, node_id, hold_session=False):
+                    reserved = True
+                    return retry.call(self._in_transaction, node_id, func, *args, what=what)
             except NodeLocked:
-                if attempt == self.lock_attempts:
+                if reserved or attempt == self.lock_attempts:
                     raise
                 time.sleep(self.lock_interval)
-        try:
-            return retry.call(self._in_transaction, node_id, func, *args, what=what)
-        finally:
-            self._release(node_id)
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def _in_transaction(self, node_id: int, func, *args: Any) -> Any:
         with session_scope(self.sessions) as session:
@@ -369,16 +369,6 @@ class InspectionService:
                 LOG.warning("Node %s was deleted before its data could be processed", node_id)
                 return None
             return func(session, node, *args)
-
-    def _release(self, node_id: int) -> None:
-        try:
-            locking.release(self.engine, node_id, self.host)  # retries transient errors
-        except sa.exc.SQLAlchemyError as exc:
-            # The outcome is committed: losing it for this would be worse. The leftover is
-            # known to this process, whose recovery clears it once the database answers.
-            LOG.error("Node %s: its reservation by %s could not be released (%s); this "
-                      "process clears it within [processing]heartbeat_interval once the "
-                      "database answers", node_id, self.host, error_reason(exc))
 
     def _process_node(self, session: Session, node: Node, data: tuple[dict, dict],
                       settle: Callable[[Session], bool],
@@ -399,17 +389,17 @@ class InspectionService:
             self.pipeline.run(session, node, inventory, plugin_data, rules)
             power_tasks.end_inspection(node)  # a machine this service booted powers off
             ports = node_ports(session, node)
-            if not locking.still_held(session, node_id, self.host):
+            if not locking.still_held(session, node_id, self.owner):
                 # Held so long that the timeout task judged us dead and failed the node:
                 # its verdict stands, ours is discarded.
                 session.rollback()
                 LOG.warning("Inspection results for node %s discarded: its reservation by "
                             "%s was taken away while processing (inspect-wait timeout, or "
-                            "this process judged dead?)", node_uuid, self.host)
+                            "this process judged dead?)", node_uuid, self.owner)
                 return None
             if not settle(session):
                 session.rollback()
-                LOG.warning(_TAKEN_OVER, node_uuid, self.host)
+                LOG.warning(_TAKEN_OVER, node_uuid, self.owner)
                 return None
             session.commit()
         except StageFailed as exc:
@@ -432,7 +422,7 @@ class InspectionService:
             return None
         if not settle(session):
             session.rollback()
-            LOG.warning(_TAKEN_OVER, node_uuid, self.host)
+            LOG.warning(_TAKEN_OVER, node_uuid, self.owner)
             return None
         LOG.warning("Inspection of node %s failed: %s", node_uuid, for_log(message))
         metrics.processed("failed")

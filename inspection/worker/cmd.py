@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
-from inspection import metrics
+from inspection import metrics, process_identity
 from inspection.common.url_credentials import mask_url_passwords
 from pxe_filter.common import (
     config,
@@ -54,8 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Process inspection data that ironic-inspection-api casts on "
                     "[DEFAULT]transport_url (topic ironic-inspection.worker; several workers "
                     "share the load), and fail inspections that time out.",
-        epilog="Give every worker its own [DEFAULT]host: at start a worker clears the node "
-               "reservations left by a crashed process of the same host. Signals: "
+        epilog="Workers may share [DEFAULT]host: each process reserves nodes under an "
+               "identity of its own (host/worker/<id drawn at start>), and what a crashed "
+               "process held is taken over once its heartbeat is stale. Signals: "
                "SIGTERM/SIGINT finish the inspections in progress and stop. Exit status: 0 "
                "stopped, 1 runtime error, 2 configuration error.")
     config.add_config_options(parser, config.INSPECTION_DEFAULTS)
@@ -268,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def load() -> None:
         config.load(conf, files, args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
+        process_identity.set_role("worker")
         logs.log_option_values(conf, LOG)
         unknown_options.warn_unknown_options(conf, LOG, "ironic-inspection")
 

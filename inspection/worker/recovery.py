@@ -32,6 +32,7 @@ from sqlalchemy.engine import Engine
 
 from inspection import locking
 from inspection.common.periodic import PeriodicTask
+from inspection.db import retry
 from inspection.db.models import (
     INSPECT_WAIT,
     InspectionCallback,
@@ -58,16 +59,16 @@ def at_start(engine: Engine, host: str) -> tuple[int, int]:
     Returns (reservations, callbacks) taken back.
     """
     heartbeat.beat(engine, host)
+    # ``host`` is this process's own identity (inspection.process_identity), new at every start:
+    # only what carries it is taken back, never the work of another live process of the
+    # same machine. What a crashed predecessor left is taken over once its heartbeat is
+    # stale (take_over_dead).
     reservations = len(locking.release_unheld(engine, host, at_start=True))
-    if reservations:
-        LOG.warning("Cleared %d stale node reservation(s) held by this host (%s): left by a "
-                    "process of this host that died; every API and worker process needs its "
-                    "own [DEFAULT]host", reservations, host)
     released = callbacks.release_owner(engine, host)
-    if released:
-        LOG.warning("Gave back %d accepted callback(s) claimed by this host (%s) before it "
-                    "stopped without finishing them; they are processed again now. Every "
-                    "worker and API process needs its own [DEFAULT]host", released, host)
+    if reservations or released:
+        LOG.warning("Took back %d node reservation(s) and %d accepted callback(s) held by "
+                    "this process's identity (%s) before it started", reservations,
+                    released, host)
     return reservations, released
 
 
@@ -144,32 +145,44 @@ def take_over_dead(engine: Engine, host: str, timeout: float,
 
 
 def _take_over(engine: Engine, row, timeout: float) -> Takeover | None:
-    # Reservations first: a callback claimed again must find its node free.
+    # One transaction: the process's row goes only if its heartbeat is still the stale one
+    # read above (a process that came back meanwhile keeps its reservations), and its
+    # reservations go with it. Reservations first, so a callback claimed again finds its
+    # node free.
     try:
         with engine.begin() as conn:
+            if conn.execute(sa.delete(_procs).where(
+                    _procs.c.host == row.host,
+                    _procs.c.heartbeat_at == row.heartbeat_at)).rowcount != 1:
+                LOG.info("Process %s wrote its heartbeat again: it is alive, nothing taken "
+                         "over", row.host)
+                return None
             reservations = conn.execute(
                 sa.update(_nodes).where(_nodes.c.reservation == row.host)
                 .values(reservation=None, updated_at=_nodes.c.updated_at)).rowcount
     except sa.exc.OperationalError as exc:
-        if not locking.is_lock_conflict(exc):
+        if not retry.is_lock_conflict(exc):
             raise
         # A frozen (not dead) process still holds a node row in an open transaction.
         LOG.warning("Process %s is dead but a node it reserved is locked by its open "
                     "transaction; its reservations are released at the next pass", row.host)
-        reservations = None
+        if _heartbeat_of(engine, row.host) == row.heartbeat_at:
+            # Its claims are fenced by their tokens: they can go at once.
+            callbacks.release_owner(engine, row.host)
+        return None
     released = callbacks.release_owner(engine, row.host)
-    if reservations is None:
-        return None  # forget the host only once its reservations are gone
-    with engine.begin() as conn:
-        # Only if it did not come back meanwhile.
-        conn.execute(sa.delete(_procs).where(_procs.c.host == row.host,
-                                             _procs.c.heartbeat_at == row.heartbeat_at))
     LOG.warning("Process %s is dead (last heartbeat %s UTC, more than "
                 "[processing]heartbeat_timeout = %s s ago): took over %d accepted "
                 "callback(s) and released %d node reservation(s) it held", row.host,
                 row.heartbeat_at.isoformat(sep=" ", timespec="seconds"), timeout,
                 released, reservations)
     return Takeover(row.host, row.heartbeat_at, reservations, released)
+
+
+def _heartbeat_of(engine: Engine, host: str) -> datetime | None:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(_procs.c.heartbeat_at)
+                            .where(_procs.c.host == host)).scalar()
 
 
 def release_unregistered(engine: Engine, inspect_wait_timeout: int,
@@ -222,9 +235,21 @@ class ReservationRepair(PeriodicTask):
         super().__init__(interval)
         self.engine, self.host = engine, host
 
-    def run_once(self) -> list[str]:
-        """One pass; database errors are logged, never raised."""
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop, and leave the process table (a clean stop is no death to take over)."""
+        super().stop(timeout)
         try:
+            heartbeat.leave(self.engine, self.host)
+        except sa.exc.SQLAlchemyError as exc:
+            LOG.warning("Could not leave the process table (%s): the workers forget this "
+                        "process after [processing]heartbeat_timeout", error_reason(exc))
+
+    def run_once(self) -> list[str]:
+        """One pass (a heartbeat, then the leftovers); database errors are logged."""
+        try:
+            # Registered like the workers: if this process dies, they take over what it
+            # reserved once its heartbeat is stale.
+            heartbeat.beat(self.engine, self.host)
             return own_leftovers(self.engine, self.host, tokens=None)[0]
         except sa.exc.SQLAlchemyError as exc:
             LOG.warning("Cannot look for leftover node reservations of %s: %s; retrying in "

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 from sqlalchemy.engine import Engine
 
+from inspection import process_identity
 from inspection.db import retry
 from inspection.db.models import utcnow
 from inspection.errors import NodeLocked
@@ -55,7 +56,7 @@ class CallbackRunner:
     def __init__(self, engine: Engine, service: Any, conf: cfg.ConfigOpts,
                  threads: int) -> None:
         self.engine, self.service = engine, service
-        self.host = conf.host
+        self.host = process_identity.of(conf)  # this process, not just its machine
         self.interval = conf.processing.heartbeat_interval
         self.timeout = conf.processing.heartbeat_timeout
         self.max_attempts = conf.processing.max_attempts

@@ -265,3 +265,149 @@ def test_no_token_or_a_forged_one_is_refused_and_open_paths_stay_open(cloud):
         assert requests.get(url + path, timeout=10).status_code == 200, path
     callback = requests.post(url + "/v1/continue_inspection", json={}, timeout=10)
     assert callback.status_code == 400, callback.text  # answered, not asked for a token
+
+
+class _As:
+    """Raw API calls with one user's token (every rule below is one request)."""
+
+    def __init__(self, cloud: Cloud, user: str, project: str | None) -> None:
+        password = cloud.keystone.admin_password if user == "admin" else PASSWORD
+        self.url = cloud.api.url
+        self.headers = {"X-Auth-Token": cloud.keystone.token(user, password, project),
+                        "X-OpenStack-Ironic-API-Version": "1.81"}
+
+    def __call__(self, method: str, path: str, body: object = None,
+                 version: str = "1.81") -> requests.Response:
+        headers = {**self.headers, "X-OpenStack-Ironic-API-Version": version}
+        return requests.request(method, self.url + path, json=body, headers=headers,
+                                timeout=30)
+
+
+@pytest.fixture(scope="module")
+def tenants(cloud):
+    """tenant-a's node (with a port and a stored inventory), tenant-b's node, and callers."""
+    callers = {"sys": _As(cloud, "admin", None), "a-admin": _As(cloud, "a-admin", "tenant-a"),
+               "a-member": _As(cloud, "a-member", "tenant-a"),
+               "b-member": _As(cloud, "b-member", "tenant-b")}
+    nodes = {}
+    for name, project in (("ten-a1", "tenant-a"), ("ten-a2", "tenant-a"),
+                          ("ten-b", "tenant-b")):
+        made = callers["sys"]("POST", "/v1/nodes", {"driver": "fake-hardware", "name": name,
+                                                    "owner": cloud.projects[project]})
+        assert made.status_code == 201, made.text
+        nodes[name] = made.json()["uuid"]
+    port = callers["a-admin"]("POST", "/v1/ports", {"node_uuid": nodes["ten-a1"],
+                                                    "address": "52:54:00:0b:00:01"})
+    assert port.status_code == 201, port.text
+    engine = create_engine(cloud.db)
+    with engine.begin() as connection:
+        node_id = connection.execute(sa.text("SELECT id FROM nodes WHERE uuid = :uuid"),
+                                     {"uuid": nodes["ten-a1"]}).scalar()
+        connection.execute(sa.text("INSERT INTO node_inventory (node_id, inventory_data, "
+                                   "plugin_data) VALUES (:id, :inventory, '{}')"),
+                           {"id": node_id, "inventory": json.dumps({"cpu": {"count": 2}})})
+    engine.dispose()
+    return callers, nodes, port.json()["uuid"]
+
+
+def _port_node(cloud, port_uuid: str) -> str:
+    engine = create_engine(cloud.db)
+    with engine.connect() as connection:
+        node = connection.execute(sa.text(
+            "SELECT nodes.uuid FROM ports JOIN nodes ON nodes.id = ports.node_id "
+            "WHERE ports.uuid = :uuid"), {"uuid": port_uuid}).scalar()
+    engine.dispose()
+    return node
+
+
+def test_a_project_admin_cannot_move_a_port_onto_another_projects_node(cloud, tenants):
+    callers, nodes, port = tenants
+    move = [{"op": "replace", "path": "/node_uuid", "value": nodes["ten-b"]}]
+    refused = callers["a-admin"]("PATCH", f"/v1/ports/{port}", move)
+    assert refused.status_code == 404, refused.text  # tenant-b's node is not even visible
+    assert nodes["ten-b"] in json.loads(refused.json()["error_message"])["faultstring"]
+    assert _port_node(cloud, port) == nodes["ten-a1"]
+    # Leased to tenant-a, the node is visible, but only its owner's admin may add ports.
+    lease = callers["sys"]("PATCH", f"/v1/nodes/{nodes['ten-b']}",
+                           [{"op": "add", "path": "/lessee", "value": cloud.projects["tenant-a"]}])
+    assert lease.status_code == 200, lease.text
+    refused = callers["a-admin"]("PATCH", f"/v1/ports/{port}", move)
+    assert refused.status_code == 403, refused.text
+    assert "baremetal:port:update" in refused.text
+    assert _port_node(cloud, port) == nodes["ten-a1"]
+    # Between the project's own nodes the move is allowed, and the system admin moves back.
+    within = callers["a-admin"]("PATCH", f"/v1/ports/{port}",
+                                [{"op": "replace", "path": "/node_uuid",
+                                  "value": nodes["ten-a2"]}])
+    assert within.status_code == 200, within.text
+    assert _port_node(cloud, port) == nodes["ten-a2"]
+    back = callers["sys"]("PATCH", f"/v1/ports/{port}",
+                          [{"op": "replace", "path": "/node_uuid", "value": nodes["ten-a1"]}])
+    assert back.status_code == 200 and _port_node(cloud, port) == nodes["ten-a1"], back.text
+    callers["sys"]("PATCH", f"/v1/nodes/{nodes['ten-b']}",
+                   [{"op": "remove", "path": "/lessee"}])
+
+
+def test_a_project_admin_cannot_create_a_port_on_another_projects_node(cloud, tenants):
+    callers, nodes, _ = tenants
+    body = {"node_uuid": nodes["ten-b"], "address": "52:54:00:0b:00:02"}
+    refused = callers["a-admin"]("POST", "/v1/ports", body)
+    assert refused.status_code in (403, 404), refused.text
+    member = callers["a-member"]("POST", "/v1/ports", {**body, "node_uuid": nodes["ten-a1"]})
+    assert member.status_code == 403 and "baremetal:port:create" in member.text
+    listed = callers["sys"]("GET", "/v1/ports?address=52:54:00:0b:00:02").json()["ports"]
+    assert listed == []
+    # Listing the ports of another project's node is answered as for a node that does not
+    # exist: its existence is not revealed either.
+    hidden = callers["a-admin"]("GET", f"/v1/ports?node={nodes['ten-b']}")
+    assert hidden.status_code == 404, hidden.text
+    assert callers["a-admin"]("GET", f"/v1/ports?node_uuid={nodes['ten-a1']}").json()[
+        "ports"][0]["address"] == "52:54:00:0b:00:01"
+
+
+def test_owner_and_lessee_patches_follow_ironic_rules(cloud, tenants):
+    callers, nodes, _ = tenants
+    path = f"/v1/nodes/{nodes['ten-a2']}"
+    give = [{"op": "add", "path": "/owner", "value": cloud.projects["tenant-b"]}]
+    refused = callers["a-admin"]("PATCH", path, give)
+    assert refused.status_code == 403 and "baremetal:node:update:owner" in refused.text
+    lease = [{"op": "add", "path": "/lessee", "value": cloud.projects["tenant-b"]}]
+    assert callers["a-member"]("PATCH", path, lease).status_code == 200
+    # The lessee sees the node but may not change who leases it.
+    unlease = [{"op": "remove", "path": "/lessee"}]
+    refused = callers["b-member"]("PATCH", path, unlease)
+    assert refused.status_code == 403 and "baremetal:node:update:lessee" in refused.text
+    shown = callers["sys"]("GET", path).json()
+    assert (shown["owner"], shown["lessee"]) == (cloud.projects["tenant-a"],
+                                                  cloud.projects["tenant-b"])
+    assert callers["a-member"]("PATCH", path, unlease).status_code == 200
+
+
+def test_only_the_owner_reads_the_stored_inventory(cloud, tenants):
+    callers, nodes, _ = tenants
+    path = f"/v1/nodes/{nodes['ten-a1']}/inventory"
+    owner = callers["a-member"]("GET", path)
+    assert owner.status_code == 200 and owner.json()["inventory"] == {"cpu": {"count": 2}}
+    stranger = callers["b-member"]("GET", path)
+    assert stranger.status_code == 404 and "cpu" not in stranger.text
+    callers["sys"]("PATCH", f"/v1/nodes/{nodes['ten-a1']}",
+                   [{"op": "add", "path": "/lessee", "value": cloud.projects["tenant-b"]}])
+    lessee = callers["b-member"]("GET", path)
+    assert lessee.status_code == 403 and "baremetal:node:inventory:get" in lessee.text
+    callers["sys"]("PATCH", f"/v1/nodes/{nodes['ten-a1']}",
+                   [{"op": "remove", "path": "/lessee"}])
+
+
+def test_a_parent_node_in_another_project_is_refused_as_unknown(cloud, tenants):
+    # A project admin creates nodes of its own project; their parent must be visible to it.
+    callers, nodes, _ = tenants
+    for parent in (nodes["ten-b"], "no-such-node"):
+        refused = callers["a-admin"]("POST", "/v1/nodes", {
+            "driver": "fake-hardware", "parent_node": parent}, version="1.83")
+        assert refused.status_code == 400, refused.text
+        assert "Requested value was invalid" in refused.text
+    child = callers["a-admin"]("POST", "/v1/nodes", {
+        "driver": "fake-hardware", "parent_node": nodes["ten-a1"]}, version="1.83")
+    assert child.status_code == 201 and child.json()["parent_node"] == nodes["ten-a1"], \
+        child.text
+    assert callers["a-admin"]("DELETE", f"/v1/nodes/{child.json()['uuid']}").status_code == 204

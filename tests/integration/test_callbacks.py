@@ -118,14 +118,22 @@ def test_claims_of_processes_that_left_the_table_are_taken_over(db_engine):
     assert _row(db_engine, row_id).owner is None
 
 
-def test_the_inspect_wait_timeout_spares_a_node_whose_data_was_accepted(db_engine, tmp_path):
+def test_the_inspect_wait_timeout_counts_from_the_start_whatever_data_arrives(db_engine,
+                                                                             tmp_path):
+    # Someone on the provisioning network posting data for the node again and again must
+    # not keep it in inspect wait (and its MACs allowed) for ever.
     conf = make_conf(tmp_path, DEFAULT={"host": "w"}, inspector={"inspect_wait_timeout": 60})
     started = utcnow() - timedelta(seconds=600)
     accepted = add_node(db_engine, inspection_started_at=started)
     silent = add_node(db_engine, inspection_started_at=started)
-    callbacks.store(db_engine, accepted["uuid"], {"inventory": {}})
-    assert fail_timed_out(db_engine, conf, FilterNotifier(None)) == [silent["uuid"]]
-    assert node_row(db_engine, accepted["id"]).provision_state == "inspect wait"
+    fresh = add_node(db_engine, inspection_started_at=utcnow())
+    for node in (accepted, fresh):
+        callbacks.store(db_engine, node["uuid"], {"inventory": {}})
+    failed = fail_timed_out(db_engine, conf, FilterNotifier(None))
+    assert sorted(failed) == sorted([accepted["uuid"], silent["uuid"]])
+    assert node_row(db_engine, accepted["id"]).provision_state == "inspect failed"
+    assert node_row(db_engine, fresh["id"]).provision_state == "inspect wait"
+    assert callbacks.count(db_engine) == 1  # the timed-out node's data is gone with it
 
 
 def test_data_that_keeps_killing_its_processes_fails_the_inspection(db_engine, tmp_path):
@@ -225,6 +233,20 @@ def test_data_stored_for_an_earlier_inspection_never_completes_a_later_one(db_en
     claim = callbacks.claim_next(db_engine, "worker-a")
     service.process(claim.node_uuid, claim.data, settle=claim.settle, attempt=claim.attempt)
     assert node_row(db_engine, node["id"]).provision_state == "manageable"
+
+
+def test_data_stored_without_an_attempt_is_no_wildcard(db_engine, tmp_path):
+    service = service_for(db_engine, tmp_path, DEFAULT={"host": "worker-a"})
+    data = body("bios-vm-x86_64")
+    node = add_node(db_engine, state="manageable", macs=macs_of(data)[:1],
+                    inspect_interface="agent")
+    start_inspection(db_engine, service.conf, node["uuid"], FilterNotifier(None))
+    callbacks.store(db_engine, node["uuid"], data, attempt=None)  # e.g. an older API's row
+    claim = callbacks.claim_next(db_engine, "worker-a")
+    service.process(claim.node_uuid, claim.data, settle=claim.settle, attempt=claim.attempt)
+    row = node_row(db_engine, node["id"])
+    assert row.provision_state == "inspect wait" and row.inspection_finished_at is None
+    assert claim.settled and callbacks.count(db_engine) == 0
 
 
 def test_concurrent_stores_keep_one_row_per_node_and_never_fail(db_engine):

@@ -4,6 +4,7 @@ the callback is given back for later. Faults are raised by the real database ser
 trigger, counted by a sequence, which no rollback undoes)."""
 
 import logging
+import socket
 from datetime import timedelta
 
 import pytest
@@ -291,3 +292,20 @@ def test_a_release_that_meets_a_transient_error_is_retried_at_once(db_engine, fa
     with locking.reserved(db_engine, node["id"], "worker-b"):
         assert node_row(db_engine, node["id"]).reservation == "worker-b"
     assert node_row(db_engine, node["id"]).reservation is None
+
+
+@pytest.mark.parametrize("scheme", ["postgresql+psycopg2", "mysql+pymysql"])
+def test_a_refused_connection_is_transient_on_every_server_backend(scheme):
+    # A restarting server refuses connections for seconds: worth another try, on
+    # PostgreSQL (whose driver reports it with no code) as on MariaDB.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once the socket is closed
+    engine = sa.create_engine(f"{scheme}://user:pw@127.0.0.1:{port}/db")
+    try:
+        with pytest.raises(sa.exc.OperationalError) as refused:
+            engine.connect()
+    finally:
+        engine.dispose()
+    assert retry.is_transient(refused.value)
+    assert not retry.is_lock_conflict(refused.value)

@@ -6,8 +6,9 @@ from sqlalchemy.orm import Session
 from inspection import attempts, bmc, locking
 from inspection.db.models import utcnow
 from inspection.errors import NodeLocked, NotFound, UnknownMachine
-from inspection.inspect_control import abort_inspection, find_node_id, start_inspection
+from inspection.inspect_control import abort_inspection, start_inspection
 from inspection.lookup import LookupData, lookup_node
+from inspection.reservation import find_node_id
 from inspection.states import TransitionRefused
 from pxe_filter.broadcast import FilterNotifier
 from tests.integration.filter_listener import listener  # noqa: F401 - fixture

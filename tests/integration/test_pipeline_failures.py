@@ -207,7 +207,7 @@ def test_concurrent_duplicate_callbacks(db_url, db_engine, tmp_path):
         services = [service_for(e, tmp_path / str(i), inspector={"add_ports": "all"})
                     for i, e in enumerate(engines)]
         for i, service in enumerate(services):
-            service.lock_attempts, service.host = 50, f"host-{i}"
+            service.lock_attempts, service.owner = 50, f"host-{i}"
         # The ramdisk retried (or a worker got the task twice): every callback was accepted
         # while the node waited, then all are processed at once.
         accepted = [s.accept(body(DELL)) for s in services]
@@ -232,7 +232,7 @@ def test_concurrent_discovery_callbacks_make_one_node(db_url, db_engine, tmp_pat
         services = [service_for(e, tmp_path / str(i), auto_discovery={"enabled": True})
                     for i, e in enumerate(engines)]
         for i, service in enumerate(services):
-            service.lock_attempts, service.host = 50, f"host-{i}"
+            service.lock_attempts, service.owner = 50, f"host-{i}"
 
         def callback(service):
             try:

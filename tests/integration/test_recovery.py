@@ -25,7 +25,9 @@ def _runner(engine, tmp_path, host="worker-a", timeout=100) -> CallbackRunner:
     conf = make_conf(tmp_path, DEFAULT={"host": host},
                      inspector={"inspect_wait_timeout": timeout},
                      processing={"heartbeat_interval": 1, "heartbeat_timeout": 30})
-    return CallbackRunner(engine, service=None, conf=conf, threads=1)
+    runner = CallbackRunner(engine, service=None, conf=conf, threads=1)
+    runner.host = host  # the identity these tests reserve and claim under
+    return runner
 
 
 def _waiting(engine, seconds_ago, holder):
@@ -222,3 +224,19 @@ def test_an_api_that_hands_its_data_to_workers_repairs_its_refused_releases(quic
     assert repair.run_once() == [node["uuid"]]
     assert node_row(engine, node["id"]).reservation is None
     assert callbacks.due(engine) == 0
+
+
+def test_a_process_whose_heartbeat_returns_before_the_takeover_keeps_its_reservations(
+        db_engine):
+    now = heartbeat.database_now(db_engine)
+    heartbeat.beat(db_engine, "alive/worker/1")
+    heartbeat.beat(db_engine, "slow/worker/2", now - timedelta(seconds=100))
+    node = add_node(db_engine, reservation="slow/worker/2")
+    with db_engine.connect() as conn:  # what the takeover read: a stale heartbeat
+        stale = conn.execute(sa.select(InspectionProcess.host, InspectionProcess.heartbeat_at)
+                             .where(InspectionProcess.host == "slow/worker/2")).one()
+    heartbeat.beat(db_engine, "slow/worker/2")  # it was only slow: its heartbeat returns
+    assert recovery._take_over(db_engine, stale, 30) is None
+    assert node_row(db_engine, node["id"]).reservation == "slow/worker/2"
+    assert recovery.take_over_dead(db_engine, "alive/worker/1", 30) == []
+    assert node_row(db_engine, node["id"]).reservation == "slow/worker/2"

@@ -74,7 +74,7 @@ def test_discovered_node_records_a_nasty_error_and_stays_enrolled(db_engine, tmp
     data["error"] = NASTY
     accepted = service.accept(data)
     service.process(accepted.node_uuid, accepted.data)
-    from inspection.inspect_control import find_node_id  # noqa: PLC0415
+    from inspection.reservation import find_node_id  # noqa: PLC0415
 
     row = node_row(db_engine, find_node_id(db_engine, accepted.node_uuid))
     assert row.provision_state == "enroll"

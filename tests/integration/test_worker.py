@@ -3,18 +3,20 @@ recovery of nodes whose reservation outlived a dead worker."""
 
 import threading
 import time
+import uuid
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from inspection.db import migration
-from inspection.db.models import utcnow
+from inspection.db.models import InspectionProcess, utcnow
 from inspection.worker import rpc
 from pxe_filter.common import messaging
 from pxe_filter.common.database import create_engine
 from tests.integration.node_factory import add_node, node_row
 from tests.support import services
-from tests.support.services_procs import free_port, start_worker
+from tests.support.services_procs import free_port, start_api, start_worker
 
 om = messaging.oslo_messaging_module()
 
@@ -220,26 +222,59 @@ def _waiting(engine, seconds_ago, holder):
                     reservation=holder)
 
 
-def test_worker_clears_its_own_stale_reservations_and_stops_on_sigterm(tmp_path, sqlite_url,
-                                                                       vhost):
-    engine = create_engine(sqlite_url)
+def _identities(engine, host: str) -> set[str]:
+    with engine.connect() as conn:
+        return set(conn.execute(sa.select(InspectionProcess.host).where(
+            InspectionProcess.host.startswith(host + "/"))).scalars())
+
+
+def _wait_for(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+def test_an_api_and_a_worker_sharing_a_host_never_release_each_others_reservations(
+        tmp_path, request, vhost, backend):
+    url = request.getfixturevalue({"sqlite": "sqlite_url", "postgresql": "pg_url",
+                                   "mysql": "mysql_url"}[backend])
+    engine = create_engine(url)
     migration.upgrade(engine)
-    mine = _waiting(engine, 10, "worker-fixed")      # left by a crashed process of this host
-    other = _waiting(engine, 10, "worker-other")     # another host's: not ours to clear
-    worker = start_worker(tmp_path, sqlite_url, vhost,
-                          {"DEFAULT": {"host": "worker-fixed"}})
+    host = f"shared-{uuid.uuid4().hex[:8]}"  # the server databases are the session's
+    quick = {"DEFAULT": {"host": host},
+             "processing": {"heartbeat_interval": 1, "heartbeat_timeout": 3}}
+    api = start_api(tmp_path, url, None, quick)  # all-in-one: it registers, too
+    first = start_worker(tmp_path, url, vhost, quick, name="w1")
+    second = None
     try:
-        worker.wait_ready(30)
-        assert node_row(engine, mine["id"]).reservation is None
-        assert node_row(engine, other["id"]).reservation == "worker-other"
-        started = time.monotonic()
-        assert worker.stop(timeout=15) == 0
-        assert time.monotonic() - started < 10
+        api.wait_ready(30)
+        first.wait_ready(30)
+        assert _wait_for(lambda: len(_identities(engine, host)) == 2, 10)
+        api_id, worker_id = sorted(_identities(engine, host))  # "/api/" < "/worker/"
+        assert api_id.startswith(f"{host}/api/") and worker_id.startswith(f"{host}/worker/")
+        # Work in flight in each process: an API inspect or patch, a worker's processing.
+        in_api = _waiting(engine, 10, api_id)
+        in_worker = _waiting(engine, 10, worker_id)
+        first.kill()  # the worker crashes and is started again at once
+        second = start_worker(tmp_path, url, vhost, quick, name="w2")
+        second.wait_ready(30)
+        # The dead worker's reservation goes once its heartbeat is stale (3 s), not sooner,
+        # and the API's never: it is alive.
+        assert _wait_for(lambda: node_row(engine, in_worker["id"]).reservation is None, 20)
+        assert node_row(engine, in_api["id"]).reservation == api_id
+        restarted = _identities(engine, host) - {api_id}
+        assert len(restarted) == 1 and worker_id not in restarted, restarted
+        assert second.stop(timeout=15) == 0
+        assert node_row(engine, in_api["id"]).reservation == api_id
     finally:
-        worker.stop()
+        for proc in (second, first, api):
+            if proc is not None:
+                proc.stop()
         engine.dispose()
-    log = worker.log_text()
-    assert "Traceback" not in log
-    cleared = [line for line in log.splitlines() if "stale node reservation" in line]
-    assert len(cleared) == 1 and "WARNING" in cleared[0], log
-    assert "Cleared 1 stale node reservation(s) held by this host (worker-fixed)" in cleared[0]
+    logs = api.log_text() + second.log_text()
+    assert "Traceback" not in logs
+    assert f"Process {worker_id} is dead" in logs, logs

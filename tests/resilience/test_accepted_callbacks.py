@@ -125,9 +125,11 @@ def test_the_api_all_in_one_killed_after_202_finishes_the_work_when_restarted(tm
     migration.upgrade(engine)
     count = 40
     macs = machine_macs(count, "52:54:00:d2")
-    # The same [DEFAULT]host before and after the crash, as systemd restarts it.
+    # The same [DEFAULT]host before and after the crash, as systemd restarts it: the new
+    # process (a new identity) takes the work over once the old one's heartbeat is stale.
     conf = {**DISCOVERY, "DEFAULT": {"host": "all-in-one"},
-            "api": {**ONE_ADDRESS_RACK, "processing_threads": 1}}
+            "api": {**ONE_ADDRESS_RACK, "processing_threads": 1},
+            "processing": {"heartbeat_interval": 1, "heartbeat_timeout": 3}}
     first = start_api(tmp_path, sqlite_url, None, conf, name="api1")
     procs = [first]
     try:

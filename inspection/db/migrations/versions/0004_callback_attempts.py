@@ -10,8 +10,12 @@ Revises: 0003_ironic_node_fields
 Create Date: 2026-11-25
 """
 
+import logging
+
 import sqlalchemy as sa
 from alembic import op
+
+LOG = logging.getLogger("alembic.runtime.migration")
 
 revision = "0004_callback_attempts"
 down_revision = "0003_ironic_node_fields"
@@ -30,6 +34,9 @@ def upgrade() -> None:
              if row_id not in keep]
     if stale:
         conn.execute(sa.delete(_rows).where(_rows.c.id.in_(stale)))
+        LOG.warning("Deleted %d accepted inspection callback(s) that newer data of the same "
+                    "node had replaced (a node keeps only its newest, as in Ironic); their "
+                    "nodes are processed from the newest data", len(stale))
     op.drop_index("inspection_callbacks_node_uuid_idx", "inspection_callbacks")
     with op.batch_alter_table("inspection_callbacks") as batch:
         batch.add_column(sa.Column("attempt", sa.String(36)))
