@@ -89,7 +89,7 @@ def _run(session: Session, node: Node, service: InspectionService) -> Any:
                               f"{exc}") from None
     after = changes.view(OrmNode(session, node))
     ports = node_ports(session, node)
-    if not locking.still_held(session, node_id, service.host):
+    if not locking.still_held(session, node_id, service.owner):
         session.rollback()
         raise InvalidState(f"Node {node_uuid}: its reservation was taken away while it was "
                            f"reprocessed; nothing was changed")
