@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from inspection import conf as inspection_conf
+from inspection.common import secret_text
 from pxe_filter.common import config, lifecycle, logs, statedirs
 from pxe_filter.common.lifecycle import EXIT_CONFIG, EXIT_RUNTIME, ServiceError
 
@@ -144,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                   config.INSPECTION_DEFAULTS),
                     args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
+        secret_text.install_log_masking()  # ramdisk and BMC text may quote passwords
         logs.log_option_values(conf, LOG)
 
     return lifecycle.run(LOG, life, load=load, start=api.start, serve=api.serve,

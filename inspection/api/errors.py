@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from flask import Flask, Response
 from werkzeug.exceptions import HTTPException
 
+from inspection.common.secret_text import mask_text
 from inspection.db import retry
 from inspection.errors import InspectionServiceError
 from inspection.rules.errors import (
@@ -39,7 +40,8 @@ class ApiError(Exception):
 def json_error(code: int, message: str, headers: dict | None = None,
                **extra: Any) -> Response:
     """A JSON error response in Ironic's shape."""
-    fault = {"faultstring": message, "faultcode": "Client" if code < 500 else "Server",
+    # A message may quote what a ramdisk or BMC said: never a password it contained.
+    fault = {"faultstring": mask_text(message), "faultcode": "Client" if code < 500 else "Server",
              "debuginfo": None, **extra}
     response = Response(json.dumps({"error_message": json.dumps(fault)}), status=code,
                         mimetype="application/json")

@@ -19,6 +19,7 @@ from oslo_config import cfg
 
 from inspection import conf as inspection_conf
 from inspection import metrics
+from inspection.common import secret_text
 from inspection.common.url_credentials import mask_url_passwords
 from pxe_filter.common import config, lifecycle, logs, messaging, prometheus, statedirs, systemd
 from pxe_filter.common.database import (
@@ -254,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def load() -> None:
         config.load(conf, files, args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
+        secret_text.install_log_masking()  # ramdisk and BMC text may quote passwords
         logs.log_option_values(conf, LOG)
 
     return lifecycle.run(LOG, life, load=load, start=worker.start, serve=life.idle,
