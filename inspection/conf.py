@@ -190,6 +190,16 @@ api_opts = [
                     "closed at once, so that one client cannot take the connection_limit "
                     "the machines booting need. 0: no limit (behind a proxy, where every "
                     "connection comes from the proxy, set it above the proxy's own)."),
+    cfg.IntOpt("connection_reserve", default=100, min=0,
+               help="The last connections of connection_limit, kept for light clients: "
+                    "once connection_limit - connection_reserve are open, a client (an "
+                    "address, or an IPv6 /64) holding a tenth of connections_per_client or "
+                    "more gets no new one, so that the ramdisk callback and an admin still "
+                    "get in while slow clients hold the rest. With the defaults (1000, 100, "
+                    "50), 18 clients of 50 slow connections fill the rest and each further "
+                    "client holds at most 5 of the reserve: the reserve stays open to others "
+                    "until about 38 such clients at once. Not applied when "
+                    "connections_per_client is 0."),
     cfg.IntOpt("request_deadline", default=60, min=1,
                help="Seconds within which a request's headers and body must arrive, from "
                     "its first byte; a connection still sending after that is closed (a "

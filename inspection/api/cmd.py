@@ -172,6 +172,7 @@ class _Api:
             self.server = create_server(
                 self.app, host=conf.api.host_ip, port=conf.api.port, threads=conf.api.threads,
                 connection_limit=conf.api.connection_limit,
+                asyncore_use_poll=True,  # select() fails past file descriptor 1023
                 channel_timeout=conf.api.channel_timeout,
                 ident="ironic-inspection-api",
                 # Behind a proxy, oslo.middleware's HTTPProxyToWSGI reads them; else dropped.
@@ -182,7 +183,8 @@ class _Api:
             raise ServiceError(f"Cannot listen on {conf.api.host_ip} port {conf.api.port}: "
                                f"{exc.strerror or exc}", EXIT_RUNTIME) from None
         connections.install(self.server, conf.api.connections_per_client,
-                            conf.api.request_deadline)
+                            conf.api.request_deadline, conf.api.connection_limit,
+                            conf.api.connection_reserve)
         queue_log.install(conf.api.threads)
         LOG.info("Listening on http://%s:%s (auth: %s)", conf.api.host_ip, conf.api.port,
                  conf.api.auth_strategy)
