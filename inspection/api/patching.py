@@ -6,6 +6,7 @@ update (else 400 "Cannot patch /x. Only the following can be updated: ..." as in
 the result is validated as a whole, booleans coerced from "true"/"false" as Ironic does.
 """
 
+import json
 import re
 import uuid as uuidlib
 from typing import Any
@@ -108,6 +109,15 @@ def apply(document: dict, body: Any, patchable: tuple[str, ...],
             TypeError, ValueError, AttributeError, KeyError) as exc:
         raise ApiError(400, f"Invalid patch: {str(exc)[:200]}") from None
     return {name: result.get(name, defaults.get(name)) for name in patchable}
+
+
+def size_problems(values: dict, max_size: int, what: str) -> list[str]:
+    """A problem if ``values`` (a new node or port) take more than ``max_size`` bytes of
+    JSON, the bound a PATCH has (``[inspection_rules]max_node_size``)."""
+    if len(json.dumps(values, default=str)) <= max_size:
+        return []
+    return [f"the {what} would take more than [inspection_rules]max_node_size = {max_size} "
+            f"bytes of JSON"]
 
 
 def node_name_problems(name: object) -> list[str]:

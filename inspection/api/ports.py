@@ -15,12 +15,13 @@ from inspection.api.pagination import (
     check_args,
     detail_and_fields,
     fields_arg,
+    fit_page,
     next_link,
     page_args,
     paginate,
     uuid_arg,
 )
-from inspection.api.patching import PORT_DEFAULTS, PORT_PATCHABLE, check_port
+from inspection.api.patching import PORT_DEFAULTS, PORT_PATCHABLE, check_port, size_problems
 from inspection.api.patching import apply as apply_patch
 from inspection.api.views import PORT_FIELDS, port_view
 from inspection.db.models import Node, Port
@@ -61,11 +62,14 @@ def _list(path: str, detail_path: bool) -> Response:
             node = find_node(session, ident if ident is not None else str(node_uuid))
             query = query.where(Port.node_id == node.id)
         marker = find_port(session, page.marker) if page.marker else None
-        ports = session.execute(paginate(query, Port, page, _SORT_KEYS, marker)
-                                ).scalars().all()
+        query, more = fit_page(session, paginate(query, Port, page, _SORT_KEYS, marker), Port,
+                               (Port.extra, Port.local_link_connection, Port.internal_info),
+                               ctx().conf.api.max_page_bytes)
+        ports = session.execute(query).scalars().all()
         uuids = node_uuids(session, {p.node_id for p in ports if p.node_id is not None})
         body: dict = {"ports": [port_view(p, uuids.get(p.node_id), fields) for p in ports]}
-    following = next_link(len(ports), ports[-1].uuid if ports else None, page, path)
+    following = next_link(len(ports), ports[-1].uuid if ports else None, page, path,
+                          more=more)
     if following:
         body["next"] = following
     return jsonify(body)
@@ -105,7 +109,8 @@ def _check(body: dict) -> list[str]:
 def create_port() -> tuple[Response, int, dict]:
     """Add a port (MAC) to a node; 201 with its Location."""
     body = json_object()
-    problems = _check(body)
+    problems = _check(body) + size_problems(body, ctx().conf.inspection_rules.max_node_size,
+                                            "port")
     try:
         address = normalize_mac(body.get("address"))
     except InvalidMAC as exc:
