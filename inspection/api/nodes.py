@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session, load_only
 from inspection import attempts, inspect_control, locking, states
 from inspection.api import authz, node_fields
 from inspection.api.context import ctx, json_body, json_object
-from inspection.api.errors import ApiError
+from inspection.api.errors import ApiError, integrity_error
 from inspection.api.nodes_filters import (
     check_field_versions,
     check_filter_versions,
@@ -208,8 +208,9 @@ def create_node() -> tuple[Response, int, dict]:
             session.add(node)
             session.flush()
             view = node_view(node)
-    except sa.exc.IntegrityError:
-        raise ApiError(409, "A node with this UUID or name already exists") from None
+    except sa.exc.IntegrityError as exc:
+        raise integrity_error(exc, "A node with this UUID or name already exists",
+                              "node") from None
     return jsonify(view), 201, {"Location": view["links"][0]["href"]}
 
 
@@ -277,8 +278,9 @@ def patch_node(node_ident: str) -> Response:
                 session.flush()
                 served_changed = values["inspect_interface"] != before["inspect_interface"]
                 ports = node_ports(session, node) if served_changed else None
-        except sa.exc.IntegrityError:
-            raise ApiError(409, "A node with this name already exists") from None
+        except sa.exc.IntegrityError as exc:
+            raise integrity_error(exc, "A node with this name already exists",
+                                  "node") from None
     if ports is not None:  # the PXE filters' decision depends on the inspect interface
         c.notifier.announce(ports)
     with c.session() as session:

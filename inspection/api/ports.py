@@ -7,7 +7,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from inspection.api import authz
 from inspection.api.context import ctx, json_body, json_object, to_bool
-from inspection.api.errors import ApiError
+from inspection.api.errors import ApiError, integrity_error
 from inspection.api.nodes_query import find_node, find_port, node_uuids
 from inspection.api.pagination import (
     PAGE_ARGS,
@@ -130,8 +130,9 @@ def create_port() -> tuple[Response, int, dict]:
             session.flush()
             view = port_view(port, node.uuid)
             announced = NodePorts(node.provision_state, node.inspect_interface, (address,))
-    except sa.exc.IntegrityError:
-        raise ApiError(409, f"A port with MAC address {address} already exists") from None
+    except sa.exc.IntegrityError as exc:
+        raise integrity_error(exc, f"A port with MAC address {address} already exists",
+                              "port") from None
     # Tell the filters at once: with unknown MACs allowed (discovery, or a node on
     # inspection) the wildcard would otherwise serve this NIC until the next full sync.
     c.notifier.announce(announced)
@@ -184,8 +185,9 @@ def patch_port(port_id: str) -> Response:
             was_served = old_node is not None and c.notifier.served(
                 old_node.provision_state, old_node.inspect_interface)
             announced = NodePorts(node.provision_state, node.inspect_interface, (port.address,))
-    except sa.exc.IntegrityError:
-        raise ApiError(409, "A port with this MAC address already exists") from None
+    except sa.exc.IntegrityError as exc:
+        raise integrity_error(exc, "A port with this MAC address already exists",
+                              "port") from None
     if moved:
         if was_served and old_address and old_address != port.address:
             c.notifier.update(deny=[old_address])
