@@ -51,8 +51,7 @@ def integrity_error(exc: sa.exc.IntegrityError, conflict: str, what: str) -> Api
 def json_error(code: int, message: str, headers: dict | None = None,
                **extra: Any) -> Response:
     """A JSON error response in Ironic's shape."""
-    # A message may quote what a ramdisk or BMC said: never a password it contained.
-    fault = {"faultstring": mask_text(message), "faultcode": "Client" if code < 500 else "Server",
+    fault = {"faultstring": message, "faultcode": "Client" if code < 500 else "Server",
              "debuginfo": None, **extra}
     response = Response(json.dumps({"error_message": json.dumps(fault)}), status=code,
                         mimetype="application/json")
@@ -74,7 +73,8 @@ def http_error(exc: HTTPException) -> Response:
 
 
 def _service_error(exc: InspectionServiceError) -> Response:
-    return json_error(exc.code, str(exc), getattr(exc, "headers", None))
+    # The service's errors may quote what a ramdisk or BMC said: never a password in it.
+    return json_error(exc.code, mask_text(str(exc)), getattr(exc, "headers", None))
 
 
 def _api_error(exc: ApiError) -> Response:

@@ -86,8 +86,9 @@ def check_secret_reads(document: dict, operations: list[dict]) -> None:
         key = "path" if kind == "test" else "from" if kind in ("copy", "move") else None
         pointer = operation.get(key) if key else None
         if isinstance(pointer, str) and _holds_secret(document, pointer):
-            raise ApiError(400, f"Cannot {kind} {pointer[:100]}: it is or holds a masked "
-                                f"secret, which a patch may only add, replace or remove")
+            raise ApiError(400, f"Cannot {kind} {pointer[:100]} (a masked secret, or a "
+                                f"value holding one): a patch may only add, replace or "
+                                f"remove secrets")
 
 
 def apply(document: dict, body: Any, patchable: tuple[str, ...],

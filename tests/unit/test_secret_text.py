@@ -5,11 +5,13 @@ import io
 import json
 import logging
 
+import flask
 import pytest
 
-from inspection.api.errors import json_error
+from inspection.api import errors
 from inspection.common.secret_text import install_log_masking, mask_text
 from inspection.common.untrusted import for_log, last_error_text
+from inspection.errors import BadRequest
 
 #: (text with a secret, the secret, what the masked text must keep).
 SPELLINGS = [
@@ -55,8 +57,15 @@ def test_every_log_line_is_masked_by_the_handler(text, secret, kept):
 
 
 @pytest.mark.parametrize(("text", "secret", "kept"), SPELLINGS, ids=IDS)
-def test_error_bodies_are_masked(text, secret, kept):
-    body = json_error(400, f"Ramdisk reported error: {text}").get_data(as_text=True)
+def test_error_bodies_of_the_service_are_masked(text, secret, kept):
+    app = flask.Flask(__name__)
+    errors.register(app)
+
+    @app.get("/")
+    def fail():
+        raise BadRequest(f"Ramdisk reported error: {text}")
+
+    body = app.test_client().get("/").get_data(as_text=True)
     fault = json.loads(json.loads(body)["error_message"])
     assert secret not in body and kept in fault["faultstring"]
 
