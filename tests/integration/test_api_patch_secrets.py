@@ -5,7 +5,15 @@ import pytest
 
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
-from tests.integration.api_helpers import Api, api_conf, error_message
+from tests.integration.api_helpers import (
+    PASSWORD,
+    USER,
+    Api,
+    api_conf,
+    basic,
+    error_message,
+    write_htpasswd,
+)
 
 SECRET = "Redfish-Pa55"
 DRIVER_INFO = {"redfish_address": "https://bmc.example.com", "redfish_username": "root",
@@ -96,3 +104,24 @@ def test_port_patches_cannot_read_secrets_either(api, node):
         assert resp.status_code == 400, resp.json
         assert "Sw1tch" not in resp.text
     api.client.delete(f"/v1/ports/{port['uuid']}")
+
+
+def test_an_http_basic_admin_cannot_read_a_secret_either(tmp_path):
+    url = f"sqlite:///{tmp_path}/inspection.sqlite"
+    migration.upgrade(create_engine(url))
+    htpasswd = write_htpasswd(tmp_path / "htpasswd", {USER: PASSWORD})
+    api = Api(api_conf(tmp_path, url, api={"auth_strategy": "http_basic",
+                                           "http_basic_auth_user_file": htpasswd}))
+    try:
+        node = api.client.post("/v1/nodes", headers=basic(),
+                               json={"driver": "redfish", "driver_info": DRIVER_INFO}).json
+        for operation in ({"op": "copy", "from": "/driver_info/redfish_password",
+                           "path": "/extra/leak"},
+                          {"op": "test", "path": "/driver_info/redfish_password",
+                           "value": SECRET}):
+            resp = api.client.patch(f"/v1/nodes/{node['uuid']}", json=[operation],
+                                    headers=basic())
+            assert resp.status_code == 400, resp.json
+            assert SECRET not in resp.text
+    finally:
+        api.close()
