@@ -276,7 +276,8 @@ def authorize(authorizer: Authorizer, creds: dict) -> None:
         elif kind == "patch_node":
             for rule in _patch_rules():
                 target = authorizer.check_node(rule, node, creds, missing)
-            _check_patch_reads(authorizer, target, creds)
+            if node is not None:  # else the handler answers 404
+                _check_patch_reads(authorizer, target, creds)
         elif kind == "delete_node":
             try:
                 authorizer.check_node(operation.rule, node, creds, missing)
