@@ -165,7 +165,10 @@ def fit_page(session: Session, query: sa.Select, model: Any,
     shows) hold at most ``max_bytes`` in all (at least one row), and whether rows were left
     out: a page of the largest rows allowed costs megabytes, not gigabytes. Only ids and
     lengths are read for that."""
-    sizes = [sa.func.coalesce(sa.func.length(c), 0) for c in columns if _text(c)]
+    # PostgreSQL's octet_length reads a TOASTed value's size from its header, unlike length
+    length = sa.func.octet_length if session.get_bind().dialect.name == "postgresql" \
+        else sa.func.length
+    sizes = [sa.func.coalesce(length(c), 0) for c in columns if _text(c)]
     if not max_bytes or not sizes:
         return query, False
     rows = session.execute(query.with_only_columns(model.id, sum(sizes[1:], sizes[0]))).all()
