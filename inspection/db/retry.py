@@ -83,13 +83,22 @@ def is_read_only(exc: BaseException) -> bool:
     if not isinstance(exc, sa.exc.DBAPIError):
         return False
     orig = exc.orig
-    code = getattr(orig, "pgcode", None) or getattr(orig, "sqlstate", None)
+    code = getattr(orig, "pgcode", None)
     if isinstance(code, str):
         return code == _READ_ONLY_PG
-    args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int):
-        return args[0] in _READ_ONLY_MYSQL
+    number = _mysql_number(orig)
+    if number is not None:
+        return number in _READ_ONLY_MYSQL
     return _READ_ONLY_SQLITE in str(orig).lower()
+
+
+def _mysql_number(orig: object) -> int | None:
+    """A MySQL driver's error number (their SQLSTATE is too coarse: 23000, HY000...)."""
+    number = getattr(orig, "errno", None)
+    args = getattr(orig, "args", ())
+    if not isinstance(number, int) and args and isinstance(args[0], int):
+        number = args[0]
+    return number if isinstance(number, int) else None
 
 
 def is_unique_violation(exc: BaseException) -> bool:
@@ -98,12 +107,12 @@ def is_unique_violation(exc: BaseException) -> bool:
     if not isinstance(exc, sa.exc.IntegrityError):
         return False
     orig = exc.orig
-    code = getattr(orig, "pgcode", None) or getattr(orig, "sqlstate", None)
+    code = getattr(orig, "pgcode", None)
     if isinstance(code, str):
         return code == "23505"
-    args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int):
-        return args[0] in (1062, 1586)
+    number = _mysql_number(orig)
+    if number is not None:
+        return number in (1062, 1586)
     return "unique constraint failed" in str(orig).lower()
 
 
