@@ -117,7 +117,8 @@ inspection_rules_opts = [
                help="Largest value (bytes of JSON) one rule action may write."),
     cfg.IntOpt("max_node_size", default=1024 * 1024, min=4096,
                help="Most bytes of JSON rules may write per callback, and the largest "
-                    "node (driver_info, properties, extra, instance_info) they may leave."),
+                    "node (driver_info, properties, extra, instance_info) they may leave; "
+                    "also the largest node or port the API creates or patches."),
     cfg.FloatOpt("max_seconds", default=5.0, min=0.1,
                  help="Longest time the rules of one callback may run (the early phase "
                       "counts on its own: it runs in the API request)."),
@@ -193,6 +194,16 @@ api_opts = [
                     "closed at once, so that one client cannot take the connection_limit "
                     "the machines booting need. 0: no limit (behind a proxy, where every "
                     "connection comes from the proxy, set it above the proxy's own)."),
+    cfg.IntOpt("connection_reserve", default=100, min=0,
+               help="The last connections of connection_limit, kept for light clients: "
+                    "once connection_limit - connection_reserve are open, a client (an "
+                    "address, or an IPv6 /64) holding a tenth of connections_per_client or "
+                    "more gets no new one, so that the ramdisk callback and an admin still "
+                    "get in while slow clients hold the rest. With the defaults (1000, 100, "
+                    "50), 18 clients of 50 slow connections fill the rest and each further "
+                    "client holds at most 5 of the reserve: the reserve stays open to others "
+                    "until about 38 such clients at once. Not applied when "
+                    "connections_per_client is 0."),
     cfg.IntOpt("request_deadline", default=60, min=1,
                help="Seconds within which a request's headers and body must arrive, from "
                     "its first byte; a connection still sending after that is closed (a "
@@ -204,6 +215,11 @@ api_opts = [
     cfg.IntOpt("max_limit", default=1000, min=1,
                help="Most items one list request returns (as Ironic's [api]max_limit); a "
                     "longer list ends with a 'next' link to the following page."),
+    cfg.IntOpt("max_page_bytes", default=8 * 1024 * 1024, min=0,
+               help="Bytes of stored text (JSON fields, strings) one list page of nodes or "
+                    "ports may hold: a page ends earlier, with its 'next' link, once the "
+                    "next item would take it over (a page holds at least one item). Bounds "
+                    "the API's memory for pages of large nodes. 0: no bound."),
     cfg.URIOpt("public_endpoint", schemes=["http", "https"],
                help="Base URL clients reach the API at, for the links in answers (version "
                     "documents, self links, next pages, Location), as Ironic's "

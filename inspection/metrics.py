@@ -66,7 +66,8 @@ LOGINS = Counter(
     "the password check queue)", ["outcome"], registry=REGISTRY)
 CONNECTIONS_CLOSED = Counter(
     PREFIX + "connections_closed", "Client connections the API closed, by reason "
-    "(per_client_limit: [api]connections_per_client; request_deadline: "
+    "(per_client_limit: [api]connections_per_client; connection_limit and "
+    "connection_reserve: [api]connection_limit and connection_reserve; request_deadline: "
     "[api]request_deadline)", ["reason"], registry=REGISTRY)
 IN_PROGRESS = Gauge(
     PREFIX + "processing_in_progress", "Inspection data being processed right now",

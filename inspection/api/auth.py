@@ -5,8 +5,9 @@ Guessing is made slow and useless: every check costs the bcrypt work of the cost
 the file, whoever the user and whatever their hash's cost (no user enumeration by timing); a
 client address with too many failures is refused without any work for a while (429), except
 for a user who logged in from that address before; and at most a few password checks run at
-once, the others waiting in a short priority queue (:mod:`inspection.api.login_queue`), so
-guessers occupy neither the threads the ramdisk callback needs nor the admin's turn.
+once, the others waiting in a short priority queue (:mod:`inspection.api.login_queue`) ranked
+by the recent failures of the account, then of the address, so guessers occupy neither the
+threads the ramdisk callback needs nor the admin's turn, even from rotating addresses.
 Passwords are compared on their first 72 bytes, as htpasswd and Apache do."""
 
 import base64
@@ -37,6 +38,9 @@ _TRACKED_CLIENTS = 10000
 #: Events remembered per client address (enough to rank it; memory stays bounded).
 _EVENTS_PER_CLIENT = 1000
 _COST = re.compile(rb"\$2[aby]\$(\d\d)\$")
+#: Prefix of the keys that count events per account (user name, known or not: pooling
+#: unknown names would tell them apart) beside those per address.
+_ACCOUNT = "\0user:"
 #: bcrypt uses the first 72 bytes of a password; so do htpasswd and Apache.
 BCRYPT_MAX_BYTES = 72
 
@@ -161,14 +165,17 @@ class BasicAuth:
             return user
         if not trusted:
             self._refuse_if_failing(client)
-        # Who pressed least lately goes first: a fresh address beats any guesser.
-        priority = (0 if trusted else 1, self._pressure(client))
+        # Who pressed least lately goes first: an account nobody guesses at beats any
+        # guesser, however many addresses the guessers rotate through; then a fresh address.
+        account = _ACCOUNT + user
+        priority = (0 if trusted else 1, self._pressure(account), self._pressure(client))
         try:
             with self._queue.slot(client, priority):
                 ok = self._verify(password.encode()[:BCRYPT_MAX_BYTES], stored)
         except QueueFull as exc:
             metrics.LOGINS.labels("queue_full").inc()
             self._remember(self._refusals, client)
+            self._remember(self._refusals, account)
             raise Throttled(str(exc), 1) from None
         if ok:
             with self._lock:
@@ -180,6 +187,7 @@ class BasicAuth:
             return user
         metrics.LOGINS.labels("failed").inc()
         self._record_failure(client)
+        self._remember(self._failures, account)
         return None
 
     def _verify(self, secret: bytes, stored: bytes | None) -> bool:
@@ -205,7 +213,8 @@ class BasicAuth:
                 self._trusted.popitem(last=False)
 
     def _pressure(self, client: str) -> int:
-        """Failed checks and checks refused for want of a turn, from ``client`` lately."""
+        """Failed checks and checks refused for want of a turn, from ``client`` (or for an
+        account: ``_ACCOUNT`` + its name) lately."""
         now = time.monotonic()
         with self._lock:
             return sum(1 for events in (self._failures, self._refusals)

@@ -217,8 +217,10 @@ def _patch_rules() -> list[str]:
     body = request.get_json(silent=True)
     rules: list[str] = []
     generic = False
-    for op in body if isinstance(body, list) else []:
-        path = op.get("path") if isinstance(op, dict) else None
+    # A move writes where it reads from (it removes the value there) as well as its path.
+    paths = [op.get(key) for op in body if isinstance(op, dict) for key in ("path", "from")
+             if key == "path" or op.get("op") == "move"] if isinstance(body, list) else []
+    for path in paths:
         if not isinstance(path, str):
             continue
         rule = next((name for prefix, name in _PATCH_RULES if path.startswith(prefix)), None)
@@ -273,7 +275,9 @@ def authorize(authorizer: Authorizer, creds: dict) -> None:
             authorizer.check_node(operation.rule, node, creds, missing)
         elif kind == "patch_node":
             for rule in _patch_rules():
-                authorizer.check_node(rule, node, creds, missing)
+                target = authorizer.check_node(rule, node, creds, missing)
+            if node is not None:  # else the handler answers 404
+                _check_patch_reads(authorizer, target, creds)
         elif kind == "delete_node":
             try:
                 authorizer.check_node(operation.rule, node, creds, missing)
@@ -329,6 +333,24 @@ _REDACTED = (
     ("driver_info", "baremetal:node:get:driver_info",
      {"content": "** Redacted - requires baremetal:node:get:driver_info permission. **"}),
 )
+
+
+def _check_patch_reads(authorizer: Authorizer, target: dict, creds: dict) -> None:
+    """Refuse a patch that reads (``copy``/``move`` from, ``test``) a field the policies
+    hide from this user: it would show, probe or move what the user may not see."""
+    body = request.get_json(silent=True)
+    if authorizer.allowed("baremetal:node:get:filter_threshold", target, creds):
+        return
+    for op in body if isinstance(body, list) else []:
+        kind = op.get("op") if isinstance(op, dict) else None
+        path = op.get("path" if kind == "test" else "from") if kind in (
+            "test", "copy", "move") else None
+        if not isinstance(path, str):
+            continue
+        for field, rule, _ in _REDACTED:
+            if (path == f"/{field}" or path.startswith(f"/{field}/")) \
+                    and not authorizer.allowed(rule, target, creds):
+                raise Forbidden(rule)
 
 
 def redact_node(view: dict, owner: str | None, lessee: str | None) -> dict:

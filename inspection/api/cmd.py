@@ -13,6 +13,7 @@ from oslo_config import cfg
 
 from inspection import conf as inspection_conf
 from inspection import process_identity
+from inspection.common import secret_text
 from pxe_filter.common import config, lifecycle, logs, statedirs, unknown_options
 from pxe_filter.common.lifecycle import EXIT_CONFIG, EXIT_RUNTIME, ServiceError
 
@@ -146,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
         process_identity.set_role("api")
+        secret_text.install_log_masking()  # ramdisk and BMC text may quote passwords
         logs.log_option_values(conf, LOG)
         unknown_options.warn_unknown_options(conf, LOG, "ironic-inspection")
 
@@ -173,6 +175,7 @@ class _Api:
             self.server = create_server(
                 self.app, host=conf.api.host_ip, port=conf.api.port, threads=conf.api.threads,
                 connection_limit=conf.api.connection_limit,
+                asyncore_use_poll=True,  # select() fails past file descriptor 1023
                 channel_timeout=conf.api.channel_timeout,
                 ident="ironic-inspection-api",
                 # Behind a proxy, oslo.middleware's HTTPProxyToWSGI reads them; else dropped.
@@ -183,7 +186,8 @@ class _Api:
             raise ServiceError(f"Cannot listen on {conf.api.host_ip} port {conf.api.port}: "
                                f"{exc.strerror or exc}", EXIT_RUNTIME) from None
         connections.install(self.server, conf.api.connections_per_client,
-                            conf.api.request_deadline)
+                            conf.api.request_deadline, conf.api.connection_limit,
+                            conf.api.connection_reserve)
         queue_log.install(conf.api.threads)
         LOG.info("Listening on http://%s:%s (auth: %s)", conf.api.host_ip, conf.api.port,
                  conf.api.auth_strategy)

@@ -1,12 +1,20 @@
 """Slow or greedy clients cannot starve the ramdisk callback of connections.
 
-waitress bounds the open connections in total (``connection_limit``) and closes idle ones
-(``channel_timeout``), but one client may take every connection, and a client trickling a
-header line every few seconds is never idle. So every waitress server of the API gets a
-channel class that (1) closes a new connection at once when its address already holds
-``[api]connections_per_client``, and (2) closes a connection whose request (headers and
-body) is still incomplete ``[api]request_deadline`` seconds after its first byte. A client
-that sends nothing at all is closed by ``channel_timeout`` as before.
+waitress bounds the open connections in total (``connection_limit``; past it, it stops
+accepting and everyone waits) and closes idle ones (``channel_timeout``), but a few clients
+may take every connection, and a client trickling a header line every few seconds is never
+idle. So every waitress server of the API gets a channel class that
+
+1. counts connections per client, an IPv6 client by its /64 (one host may own all of it);
+2. closes a new connection at once when its client already holds
+   ``[api]connections_per_client``;
+3. keeps waitress accepting: a connection that would reach ``connection_limit`` is closed at
+   once instead, and the last ``[api]connection_reserve`` connections go only to light
+   clients (fewer than a tenth of ``connections_per_client`` open, at least 1), such as a
+   ramdisk's callback or an admin, while heavy holders keep what they have;
+4. closes a connection whose request (headers and body) is still incomplete
+   ``[api]request_deadline`` seconds after its first byte. A client that sends nothing at
+   all is closed by ``channel_timeout`` as before.
 """
 
 import collections
@@ -22,6 +30,7 @@ from waitress.task import ErrorTask
 from inspection import metrics
 from inspection.api import rejections
 from inspection.api.errors import error_body
+from inspection.api.ratelimit import client_key
 
 LOG = logging.getLogger("inspection.api.connections")
 #: Seconds between two log lines about connections closed at the deadline.
@@ -29,32 +38,59 @@ _LOG_INTERVAL = 60.0
 
 
 class ConnectionGuard:
-    """Open connections per client address, and the limits; thread-safe."""
+    """Open connections per client (an address, or an IPv6 /64) and in total, and the
+    limits; thread-safe. ``capacity`` 0: no total (waitress's alone)."""
 
-    def __init__(self, per_client: int, deadline: float) -> None:
+    def __init__(self, per_client: int, deadline: float, capacity: int = 0,
+                 reserve: int = 0) -> None:
         self.per_client = per_client
         self.deadline = deadline
+        self.capacity = capacity
+        # Without a per-client limit (behind a proxy) every connection is one client's.
+        self.reserve = min(reserve, capacity) if per_client else 0
+        self.light = max(1, per_client // 10)
         self._lock = threading.Lock()
         self._open: collections.Counter[str] = collections.Counter()
+        self._total = 0
         self._warned: set[str] = set()
         self._late = 0  # deadline closures not logged yet
         self._late_logged = 0.0
 
-    def admit(self, address: str) -> bool:
-        """Count a new connection from ``address``; False if it must be closed."""
+    def _refusal(self, client: str) -> str | None:
+        held = self._open[client]
+        if self.per_client and held >= self.per_client:
+            return "per_client_limit"
+        if self.capacity and self._total >= self.capacity:
+            return "connection_limit"
+        if self.reserve and self._total >= self.capacity - self.reserve \
+                and held >= self.light:
+            return "connection_reserve"
+        return None
+
+    def admit(self, client: str) -> bool:
+        """Count a new connection of ``client``; False if it must be closed."""
         with self._lock:
-            if self.per_client and self._open[address] >= self.per_client:
-                first = address not in self._warned
-                self._warned.add(address)
-            else:
-                self._open[address] += 1
+            reason = self._refusal(client)
+            if reason is None:
+                self._open[client] += 1
+                self._total += 1
                 return True
-        metrics.CONNECTIONS_CLOSED.labels("per_client_limit").inc()
-        if first:
-            LOG.warning("%s holds %d connections ([api]connections_per_client): closing its "
-                        "new ones until it closes some. Behind a proxy, raise the limit or "
-                        "set it to 0 and limit clients at the proxy", address,
+            first = client not in self._warned
+            self._warned.add(client)
+        metrics.CONNECTIONS_CLOSED.labels(reason).inc()
+        if not first:
+            return False
+        if reason == "per_client_limit":
+            LOG.warning("%s holds %d connections ([api]connections_per_client): closing "
+                        "its new ones until it closes some. Behind a proxy, raise the limit "
+                        "or set it to 0 and limit clients at the proxy", client,
                         self.per_client)
+        else:
+            LOG.warning("%d connections are open, %s holds %d: closing its new ones while "
+                        "the last [api]connection_reserve (%d) of [api]connection_limit are "
+                        "kept for clients holding fewer than %d. If these are real clients, "
+                        "raise connection_limit", self._total, client, self._open[client],
+                        self.reserve, self.light)
         return False
 
     def too_late(self, address: str) -> None:
@@ -70,13 +106,14 @@ class ConnectionGuard:
                     "[api]request_deadline (%g s), the last from %s", count, self.deadline,
                     address)
 
-    def release(self, address: str) -> None:
-        """A connection admitted for ``address`` is closed."""
+    def release(self, client: str) -> None:
+        """A connection admitted for ``client`` is closed."""
         with self._lock:
-            self._open[address] -= 1
-            if self._open[address] <= 0:
-                del self._open[address]
-                self._warned.discard(address)
+            self._total -= 1
+            self._open[client] -= 1
+            if self._open[client] <= 0:
+                del self._open[client]
+                self._warned.discard(client)
 
 
 class JsonErrorTask(ErrorTask):
@@ -99,7 +136,7 @@ class JsonErrorTask(ErrorTask):
 
 
 class GuardedChannel(HTTPChannel):
-    """waitress's channel, with the per-client limit and the request deadline."""
+    """waitress's channel, with the connection limits and the request deadline."""
 
     error_task_class = JsonErrorTask
 
@@ -107,7 +144,7 @@ class GuardedChannel(HTTPChannel):
                  map: Any = None) -> None:
         super().__init__(server, sock, addr, adj, map=map)
         self.guard: ConnectionGuard = server.connection_guard
-        self.client = addr[0] if isinstance(addr, tuple) else str(addr)
+        self.client = client_key(addr[0] if isinstance(addr, tuple) else str(addr))
         self.admitted = self.guard.admit(self.client)
         self.request_started: float | None = None
         if not self.admitted:
@@ -137,11 +174,16 @@ class GuardedChannel(HTTPChannel):
         super().del_channel(map)
 
 
-def install(server: Any, per_client: int, deadline: float) -> ConnectionGuard:
+def install(server: Any, per_client: int, deadline: float, connection_limit: int = 0,
+            reserve: int = 0) -> ConnectionGuard:
     """Guard every listening socket of ``server`` (what ``waitress.create_server``
-    returned: one server, or several sharing one map)."""
-    guard = ConnectionGuard(per_client, deadline)
+    returned: one server, or several sharing one map) with ``connection_limit`` (waitress's)
+    and ``reserve``."""
     sockets = getattr(server, "map", None) or getattr(server, "_map", {})
+    # waitress stops accepting once its map (listeners and its trigger included) holds
+    # connection_limit entries: the guard closes connections one before that.
+    capacity = max(1, connection_limit - len(sockets) - 1) if connection_limit else 0
+    guard = ConnectionGuard(per_client, deadline, capacity, reserve)
     for dispatcher in list(sockets.values()):
         if isinstance(dispatcher, BaseWSGIServer):
             dispatcher.connection_guard = guard

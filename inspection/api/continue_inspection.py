@@ -39,7 +39,8 @@ def continue_inspection() -> tuple[Response, int]:
                               attempt=accepted.attempt)
     except (DispatchError, sa.exc.SQLAlchemyError) as exc:
         if isinstance(exc, sa.exc.SQLAlchemyError):
-            if not isinstance(exc, sa.exc.OperationalError) and not retry.is_transient(exc):
+            if not isinstance(exc, sa.exc.OperationalError) and not retry.is_transient(exc) \
+                    and not retry.is_read_only(exc):
                 raise
             LOG.error("Inspection data not accepted, the database failed: %s",
                       error_reason(exc))

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from flask import Flask, Response
 from werkzeug.exceptions import HTTPException
 
+from inspection.common.secret_text import mask_text
 from inspection.db import retry
 from inspection.errors import InspectionServiceError
 from inspection.rules.errors import (
@@ -43,6 +44,17 @@ def error_body(code: int, message: str, **extra: Any) -> str:
     return json.dumps({"error_message": json.dumps(fault)})
 
 
+def integrity_error(exc: sa.exc.IntegrityError, conflict: str, what: str) -> ApiError:
+    """409 ``conflict`` for a duplicate; 400 for any other constraint the database holds
+    (a CHECK of a shared Ironic schema, NOT NULL), named without the row's values."""
+    if retry.is_unique_violation(exc):
+        return ApiError(409, conflict)
+    diag = getattr(exc.orig, "diag", None)
+    name = getattr(diag, "constraint_name", None)
+    return ApiError(400, f"Invalid {what}: the database refused the values (constraint "
+                         f"{name or 'CHECK, NOT NULL or foreign key'})")
+
+
 def json_error(code: int, message: str, headers: dict | None = None,
                **extra: Any) -> Response:
     """A JSON error response in Ironic's shape."""
@@ -66,7 +78,8 @@ def http_error(exc: HTTPException) -> Response:
 
 
 def _service_error(exc: InspectionServiceError) -> Response:
-    return json_error(exc.code, str(exc), getattr(exc, "headers", None))
+    # The service's errors may quote what a ramdisk or BMC said: never a password in it.
+    return json_error(exc.code, mask_text(str(exc)), getattr(exc, "headers", None))
 
 
 def _api_error(exc: ApiError) -> Response:
@@ -78,6 +91,12 @@ def _rule_validation(exc: RuleValidationError) -> Response:
 
 
 def _database_error(exc: sa.exc.SQLAlchemyError) -> Response:
+    if retry.is_read_only(exc):
+        LOG.error("Request not completed: the database refuses writes (read-only: a standby "
+                  "after a failover?): %s. Point [database]connection at the primary",
+                  error_reason(exc))
+        return json_error(503, "The database is read-only; try again later",
+                          {"Retry-After": "60"})
     if not retry.is_transient(exc):
         return _unexpected(exc)
     # A deadlock, a lock timeout, a dropped connection: nothing was committed.

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session, load_only
 from inspection import attempts, inspect_control, states
 from inspection.api import authz, node_fields
 from inspection.api.context import ctx, json_body, json_object
-from inspection.api.errors import ApiError
+from inspection.api.errors import ApiError, integrity_error
 from inspection.api.nodes_filters import (
     check_field_versions,
     check_filter_versions,
@@ -24,6 +24,7 @@ from inspection.api.pagination import (
     check_args,
     detail_and_fields,
     fields_arg,
+    fit_page,
     next_link,
     page_args,
     paginate,
@@ -35,6 +36,7 @@ from inspection.api.patching import (
     NODE_STR_FIELDS,
     check_node,
     node_name_problems,
+    size_problems,
 )
 from inspection.api.patching import apply as apply_patch
 from inspection.api.versions import require, require_for
@@ -123,12 +125,15 @@ def _list(path: str, detail_path: bool) -> Response:
     with c.session() as session:
         query = children_filter(session, query)
         marker = find_node(session, page.marker) if page.marker else None
-        rows = session.execute(paginate(query, Node, page, _SORT_KEYS, marker)).scalars().all()
+        query, more = fit_page(session, paginate(query, Node, page, _SORT_KEYS, marker), Node,
+                               columns, c.conf.api.max_page_bytes)
+        rows = session.execute(query).scalars().all()
         traits = node_traits(session, {n.id for n in rows}) if "traits" in shown else {}
         nodes = [authz.redact_node(node_view(n, detail, fields, traits.get(n.id, ())),
                                    n.owner, n.lessee) for n in rows]
     body: dict = {"nodes": nodes}
-    following = next_link(len(rows), rows[-1].uuid if rows else None, page, path)
+    following = next_link(len(rows), rows[-1].uuid if rows else None, page, path,
+                          more=more)
     if following:
         body["next"] = following
     return jsonify(body)
@@ -175,7 +180,9 @@ def create_node() -> tuple[Response, int, dict]:
     body = json_object()
     # Fields newer than the request's version: 406, as Ironic (an explicit null is no value).
     check_field_versions([n for n, v in body.items() if v not in (None, "")], "setting")
-    problems = _check_create(body)
+    c = ctx()
+    problems = _check_create(body) + size_problems(body, c.conf.inspection_rules.max_node_size,
+                                                   "node")
     if problems:
         raise ApiError(400, "Invalid node: " + "; ".join(problems), problems=problems)
     node_uuid = str(uuidlib.UUID(str(body["uuid"]))) if body.get("uuid") else \
@@ -195,7 +202,6 @@ def create_node() -> tuple[Response, int, dict]:
     if authz.policy_owner():
         # A project-scoped creator's node belongs to its project, as in Ironic.
         node.owner = authz.policy_owner()
-    c = ctx()
     try:
         with c.session() as session:
             if node.parent_node:  # stored as the parent's UUID, as Ironic does
@@ -203,8 +209,9 @@ def create_node() -> tuple[Response, int, dict]:
             session.add(node)
             session.flush()
             view = node_view(node)
-    except sa.exc.IntegrityError:
-        raise ApiError(409, "A node with this UUID or name already exists") from None
+    except sa.exc.IntegrityError as exc:
+        raise integrity_error(exc, "A node with this UUID or name already exists",
+                              "node") from None
     return jsonify(view), 201, {"Location": view["links"][0]["href"]}
 
 
@@ -268,8 +275,8 @@ def patch_node(node_ident: str) -> Response:
             if values["inspect_interface"] != before["inspect_interface"]:
                 # The PXE filters' decision depends on the inspect interface.
                 task.announce(node_ports(session, node))
-    except sa.exc.IntegrityError:
-        raise ApiError(409, "A node with this name already exists") from None
+    except sa.exc.IntegrityError as exc:
+        raise integrity_error(exc, "A node with this name already exists", "node") from None
     with c.session() as session:
         node = session.get(Node, node_id)
         if node is None:

@@ -8,10 +8,12 @@ service lacks must not receive the unfiltered list as if it were the answer.
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from urllib.parse import urlencode
 
 import sqlalchemy as sa
 from flask import request
+from sqlalchemy.orm import Session
 
 from inspection.api.context import ctx, to_bool
 from inspection.api.errors import ApiError
@@ -139,13 +141,44 @@ def paginate(query: sa.Select, model, page: Page, columns: Mapping[str, sa.Colum
 
 
 def next_link(count: int, last_uuid: str | None, page: Page, path: str,
-              with_sort: bool = True) -> str | None:
-    """The URL of the following page when this one is full (as Ironic's ``next``), with
-    the request's other parameters (filters, ``fields``) kept."""
-    if not count or count < page.limit or last_uuid is None:
+              with_sort: bool = True, *, more: bool = False) -> str | None:
+    """The URL of the following page when this one is full (as Ironic's ``next``) or
+    ``more`` (cut by :func:`fit_page`), with the request's other parameters (filters,
+    ``fields``) kept."""
+    if not count or (count < page.limit and not more) or last_uuid is None:
         return None
     params = {k: v for k, v in request.args.items() if k not in PAGE_ARGS}
     params.update(limit=page.limit, marker=last_uuid)
     if with_sort:
         params.update(sort_key=page.sort_key, sort_dir=page.sort_dir)
     return f"{base_url()}{path}?{urlencode(params, safe=',:')}"
+
+
+def _text(column: sa.ColumnElement) -> bool:
+    kind = column.type
+    return isinstance(getattr(kind, "impl", kind), sa.String)
+
+
+def fit_page(session: Session, query: sa.Select, model: Any,
+             columns: Iterable[sa.ColumnElement], max_bytes: int) -> tuple[sa.Select, bool]:
+    """``query`` (a page) narrowed to its first rows whose text ``columns`` (what the page
+    shows) hold at most ``max_bytes`` in all (at least one row), and whether rows were left
+    out: a page of the largest rows allowed costs megabytes, not gigabytes. Only ids and
+    lengths are read for that."""
+    # PostgreSQL's octet_length reads a TOASTed value's size from its header, unlike length
+    length = sa.func.octet_length if session.get_bind().dialect.name == "postgresql" \
+        else sa.func.length
+    sizes = [sa.func.coalesce(length(c), 0) for c in columns if _text(c)]
+    if not max_bytes or not sizes:
+        return query, False
+    rows = session.execute(query.with_only_columns(model.id, sum(sizes[1:], sizes[0]))).all()
+    ids: list[int] = []
+    total = 0
+    for row_id, size in rows:
+        total += int(size or 0)
+        if ids and total > max_bytes:
+            break
+        ids.append(row_id)
+    if len(ids) == len(rows):
+        return query, False
+    return query.where(model.id.in_(ids)), True

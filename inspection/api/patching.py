@@ -6,17 +6,20 @@ update (else 400 "Cannot patch /x. Only the following can be updated: ..." as in
 the result is validated as a whole, booleans coerced from "true"/"false" as Ironic does.
 """
 
+import json
 import re
 import uuid as uuidlib
 from typing import Any
 
 import jsonpatch
+import jsonpointer
 
 from inspection.api import node_fields
 from inspection.api.context import to_bool
 from inspection.api.errors import ApiError
 from inspection.common.bounded_patch import PatchTooLarge, apply_bounded
 from inspection.db.idents import canonical_uuid
+from inspection.rules.masking import has_secrets, is_secret_key
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 #: Ironic's logical node names: RFC 3986 unreserved characters, so they fit in a URL path.
@@ -63,14 +66,41 @@ def _check_paths(operations: list[dict], patchable: tuple[str, ...]) -> None:
                                     f"updated: {', '.join(patchable)}")
 
 
+def _holds_secret(document: dict, pointer: str) -> bool:
+    """True if ``pointer`` names a secret, lies inside one, or names a value holding one."""
+    steps = [step.replace("~1", "/").replace("~0", "~") for step in pointer.split("/")[1:]]
+    if any(is_secret_key(step) for step in steps):
+        return True
+    try:
+        return has_secrets(jsonpointer.resolve_pointer(document, pointer))
+    except (jsonpointer.JsonPointerException, TypeError, ValueError):
+        return False
+
+
+def check_secret_reads(document: dict, operations: list[dict]) -> None:
+    """Refuse (400) an operation that reads a masked secret before anything is applied:
+    ``copy``/``move`` from it (a copy shows it, a move destroys it) and ``test`` on it (an
+    oracle), whatever the value. Secrets are written with ``add``/``replace``/``remove``."""
+    for operation in operations:
+        kind = operation.get("op")
+        key = "path" if kind == "test" else "from" if kind in ("copy", "move") else None
+        pointer = operation.get(key) if key else None
+        if isinstance(pointer, str) and _holds_secret(document, pointer):
+            raise ApiError(400, f"Cannot {kind} {pointer[:100]} (a masked secret, or a "
+                                f"value holding one): a patch may only add, replace or "
+                                f"remove secrets")
+
+
 def apply(document: dict, body: Any, patchable: tuple[str, ...],
           defaults: dict[str, Any], max_size: int, *, what: str = "node") -> dict:
     """``document`` (the patchable fields) with the patch applied; removed fields get their
-    default. ApiError 400 for a malformed patch, a path outside ``patchable``, or a result
+    default. ApiError 400 for a malformed patch, a path outside ``patchable``, an operation
+    reading a secret (:func:`check_secret_reads`), or a result
     over ``max_size`` bytes of JSON (``[inspection_rules]max_node_size``), refused before
     it is built."""
     operations = _operations(body)
     _check_paths(operations, patchable)
+    check_secret_reads(document, operations)
     try:
         result = apply_bounded(document, operations, max_size, what,
                                "[inspection_rules]max_node_size")
@@ -80,6 +110,15 @@ def apply(document: dict, body: Any, patchable: tuple[str, ...],
             TypeError, ValueError, AttributeError, KeyError) as exc:
         raise ApiError(400, f"Invalid patch: {str(exc)[:200]}") from None
     return {name: result.get(name, defaults.get(name)) for name in patchable}
+
+
+def size_problems(values: dict, max_size: int, what: str) -> list[str]:
+    """A problem if ``values`` (a new node or port) take more than ``max_size`` bytes of
+    JSON, the bound a PATCH has (``[inspection_rules]max_node_size``)."""
+    if len(json.dumps(values, default=str)) <= max_size:
+        return []
+    return [f"the {what} would take more than [inspection_rules]max_node_size = {max_size} "
+            f"bytes of JSON"]
 
 
 def node_name_problems(name: object) -> list[str]:

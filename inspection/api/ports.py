@@ -9,7 +9,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from inspection.api import authz
 from inspection.api.context import ctx, json_body, json_object, to_bool
-from inspection.api.errors import ApiError
+from inspection.api.errors import ApiError, integrity_error
 from inspection.api.nodes_query import find_node, find_port, node_uuids
 from inspection.api.pagination import (
     PAGE_ARGS,
@@ -17,12 +17,13 @@ from inspection.api.pagination import (
     check_args,
     detail_and_fields,
     fields_arg,
+    fit_page,
     next_link,
     page_args,
     paginate,
     uuid_arg,
 )
-from inspection.api.patching import PORT_DEFAULTS, PORT_PATCHABLE, check_port
+from inspection.api.patching import PORT_DEFAULTS, PORT_PATCHABLE, check_port, size_problems
 from inspection.api.patching import apply as apply_patch
 from inspection.api.views import PORT_FIELDS, port_view
 from inspection.db.models import Port
@@ -67,11 +68,14 @@ def _list(path: str, detail_path: bool) -> Response:
                 raise ApiError(404, f"Node {wanted[:64]} could not be found")
             query = query.where(Port.node_id == node.id)
         marker = find_port(session, page.marker) if page.marker else None
-        ports = session.execute(paginate(query, Port, page, _SORT_KEYS, marker)
-                                ).scalars().all()
+        query, more = fit_page(session, paginate(query, Port, page, _SORT_KEYS, marker), Port,
+                               (Port.extra, Port.local_link_connection, Port.internal_info),
+                               ctx().conf.api.max_page_bytes)
+        ports = session.execute(query).scalars().all()
         uuids = node_uuids(session, {p.node_id for p in ports if p.node_id is not None})
         body: dict = {"ports": [port_view(p, uuids.get(p.node_id), fields) for p in ports]}
-    following = next_link(len(ports), ports[-1].uuid if ports else None, page, path)
+    following = next_link(len(ports), ports[-1].uuid if ports else None, page, path,
+                          more=more)
     if following:
         body["next"] = following
     return jsonify(body)
@@ -111,7 +115,8 @@ def _check(body: dict) -> list[str]:
 def create_port() -> tuple[Response, int, dict]:
     """Add a port (MAC) to a node; 201 with its Location."""
     body = json_object()
-    problems = _check(body)
+    problems = _check(body) + size_problems(body, ctx().conf.inspection_rules.max_node_size,
+                                            "port")
     try:
         address = normalize_mac(body.get("address"))
     except InvalidMAC as exc:
@@ -136,8 +141,9 @@ def create_port() -> tuple[Response, int, dict]:
             # Tell the filters at once: with unknown MACs allowed (discovery, or a node on
             # inspection) the wildcard would otherwise serve this NIC until the next sync.
             task.announce(NodePorts(node.provision_state, node.inspect_interface, (address,)))
-    except sa.exc.IntegrityError:
-        raise ApiError(409, f"A port with MAC address {address} already exists") from None
+    except sa.exc.IntegrityError as exc:
+        raise integrity_error(exc, f"A port with MAC address {address} already exists",
+                              "port") from None
     return jsonify(view), 201, {"Location": view["links"][0]["href"]}
 
 
@@ -194,8 +200,9 @@ def patch_port(port_id: str) -> Response:
                     task.deny([old_address])
                 task.announce(NodePorts(node.provision_state, node.inspect_interface,
                                         (port.address,)))
-    except sa.exc.IntegrityError:
-        raise ApiError(409, "A port with this MAC address already exists") from None
+    except sa.exc.IntegrityError as exc:
+        raise integrity_error(exc, "A port with this MAC address already exists",
+                              "port") from None
     return jsonify(view)
 
 

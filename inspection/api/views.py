@@ -7,7 +7,7 @@ from typing import Any
 
 from inspection.api.node_fields import FIELD_VERSIONS, INTERFACE_FIELDS
 from inspection.api.versions import allows, resource_links
-from inspection.common.url_credentials import mask_url_passwords
+from inspection.common.secret_text import mask_text
 from inspection.db.models import Node, Port
 from inspection.rules.masking import DISPLAY_MASK, masked
 
@@ -64,7 +64,7 @@ def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = No
         if name in data:
             data[name] = mask_secrets(data[name] or {})
     if data.get("last_error"):
-        data["last_error"] = mask_url_passwords(data["last_error"], DISPLAY_MASK)
+        data["last_error"] = mask_text(data["last_error"], DISPLAY_MASK)
     if "maintenance" in data:
         data["maintenance"] = bool(data["maintenance"])
     for name in ("auto_discovered", "protected", "retired"):

@@ -55,7 +55,7 @@ def apply_bounded(document: Any, operations: list, max_size: int, what: str = "d
         if upper + growth > budget:
             upper = _size(result) + growth  # the exact size, only when the bound is close
             if upper > budget:
-                limit = f"{option} = {max_size}" if option else f"{max_size} bytes"
+                limit = f"{option} = {max_size}" if option else str(max_size)
                 raise PatchTooLarge(f"the patched {what} would take more than {limit} "
                                     f"bytes of JSON")
         else:

@@ -9,6 +9,8 @@ accept the text (PostgreSQL refuses NUL, every backend refuses lone surrogates),
 import re
 from typing import Any
 
+from inspection.common.secret_text import mask_text
+
 REPLACEMENT = "\ufffd"
 #: Longest ``last_error`` stored: a ramdisk may send megabytes of error text.
 MAX_LAST_ERROR = 4096
@@ -41,10 +43,10 @@ def _escape(match: re.Match) -> str:
 
 
 def for_log(value: Any, limit: int = MAX_LOG_VALUE) -> str:
-    """``value`` as one safe log-line fragment: control characters and lone surrogates
-    escaped (``\\n``, ``\\x00``), at most ``limit`` characters."""
+    """``value`` as one safe log-line fragment: secrets masked, control characters and lone
+    surrogates escaped (``\\n``, ``\\x00``), at most ``limit`` characters."""
     text = value if isinstance(value, str) else repr(value)
-    return _truncate(_UNSAFE.sub(_escape, _truncate(text, limit * 4)), limit)
+    return _truncate(_UNSAFE.sub(_escape, mask_text(_truncate(text, limit * 4))), limit)
 
 
 def for_storage(value: Any, limit: int = MAX_LAST_ERROR) -> str:
@@ -56,8 +58,9 @@ def for_storage(value: Any, limit: int = MAX_LAST_ERROR) -> str:
 
 
 def last_error_text(message: Any) -> str:
-    """A node's ``last_error``: :func:`for_storage` with the ``last_error`` limit."""
-    return for_storage(message, MAX_LAST_ERROR)
+    """A node's ``last_error``: secrets masked, :func:`for_storage` with its limit."""
+    text = message if isinstance(message, str) else repr(message)
+    return for_storage(mask_text(text[:MAX_LAST_ERROR * 2]), MAX_LAST_ERROR)
 
 
 def find_unstorable(value: Any, max_depth: int = MAX_JSON_DEPTH,

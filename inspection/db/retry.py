@@ -104,6 +104,52 @@ def is_lock_conflict(exc: sa.exc.DBAPIError) -> bool:
     return "database is locked" in str(orig)
 
 
+#: A database that refuses writes (a standby after a failover, a read-only server or file):
+#: PostgreSQL 25006, MySQL/MariaDB 1290 (--read-only) and 1836 (read-only mode), SQLite.
+_READ_ONLY_PG = "25006"
+_READ_ONLY_MYSQL = {1290, 1836}
+_READ_ONLY_SQLITE = "readonly database"
+
+
+def is_read_only(exc: BaseException) -> bool:
+    """True when the database refused a write because it is read-only: no retry within a
+    request helps, yet it says nothing about the data (503, not 500)."""
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return False
+    orig = exc.orig
+    code = getattr(orig, "pgcode", None)
+    if isinstance(code, str):
+        return code == _READ_ONLY_PG
+    number = _mysql_number(orig)
+    if number is not None:
+        return number in _READ_ONLY_MYSQL
+    return _READ_ONLY_SQLITE in str(orig).lower()
+
+
+def _mysql_number(orig: object) -> int | None:
+    """A MySQL driver's error number (their SQLSTATE is too coarse: 23000, HY000...)."""
+    number = getattr(orig, "errno", None)
+    args = getattr(orig, "args", ())
+    if not isinstance(number, int) and args and isinstance(args[0], int):
+        number = args[0]
+    return number if isinstance(number, int) else None
+
+
+def is_unique_violation(exc: BaseException) -> bool:
+    """True for an IntegrityError that a unique index raised (a duplicate), not a CHECK,
+    NOT NULL or foreign key constraint: PostgreSQL 23505, MySQL/MariaDB 1062, SQLite."""
+    if not isinstance(exc, sa.exc.IntegrityError):
+        return False
+    orig = exc.orig
+    code = getattr(orig, "pgcode", None)
+    if isinstance(code, str):
+        return code == "23505"
+    number = _mysql_number(orig)
+    if number is not None:
+        return number in (1062, 1586)
+    return "unique constraint failed" in str(orig).lower()
+
+
 def is_data_error(exc: BaseException) -> bool:
     """True for an error the data itself causes (it fails the same way every time)."""
     return isinstance(exc, (sa.exc.DataError, sa.exc.IntegrityError))

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from inspection import metrics
 from inspection.db.models import InspectionCallback, utcnow
+from inspection.db.vacuum import Vacuum
 from inspection.errors import Overloaded
 
 LOG = logging.getLogger(__name__)
@@ -66,6 +67,9 @@ class Claim:
         self.settled = True
 
 
+#: Every payload stored dies (replaced, or deleted once processed): on PostgreSQL the table is
+#: vacuumed every so many bytes stored, so that a replacement flood reuses its space.
+CALLBACK_VACUUM = Vacuum(InspectionCallback.__tablename__, 32 * 2**20)
 #: Stores of one node racing each other: after a lost race the winner's row is replaced.
 _STORE_TRIES = 5
 
@@ -146,6 +150,7 @@ def store(engine: Engine, node_uuid: str, data: dict, attempt: str | None = None
         except sa.exc.IntegrityError:
             if not tries_left:  # another store of this node committed first: replace it
                 raise
+    CALLBACK_VACUUM.written(engine, values["data_size"])
     if replaced:
         LOG.info("Node %s: newer inspection data replaced the data accepted earlier and not "
                  "processed yet", node_uuid)

@@ -247,6 +247,7 @@ class RulesEngine:
     def _action(self, rule: Rule, cop: CompiledOp, scope: template.Scope, *,
                 display: template.Scope, ctx: ActionContext, trace: list | None,
                 budget: Budget | None = None) -> None:
+        scope = scope.refusing_masked()  # an action never copies a masked secret
         try:
             items = [None] if cop.loop is None else self._items(cop, scope, lenient=False)
             if budget is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inspection.rules.errors import TemplateError
-from inspection.rules.masking import MASK, is_secret_key, masked
+from inspection.rules.masking import MASK, has_secrets, is_secret_key, masked
 
 ROOTS = ("node", "inventory", "plugin_data", "ports", "port_groups", "item")
 NODE_ROOTS = frozenset({"node", "ports", "port_groups"})
@@ -25,6 +25,10 @@ _INDEX = re.compile(r"-?[0-9]+")
 
 class MissingField(TemplateError):
     """A field names a key or index that the data does not have."""
+
+
+class MaskedSecret(TemplateError):
+    """A field copies a masked secret, where masking refuses copies (actions that write)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +150,8 @@ _ABSENT = object()
 class Scope:
     """The objects a template may reach, and whether secrets read as ``***``."""
 
-    __slots__ = ("inventory", "item", "mask", "node", "plugin_data", "port_groups", "ports")
+    __slots__ = ("inventory", "item", "mask", "node", "plugin_data", "port_groups", "ports",
+                 "refuse_masked")
 
     def __init__(self, inventory: Mapping, plugin_data: Mapping, node: NodeRoot | None = None,
                  *, ports: Callable[[], list] | None = None,
@@ -158,12 +163,24 @@ class Scope:
         self.port_groups = port_groups
         self.mask = mask
         self.item: Any = _ABSENT
+        self.refuse_masked = False
 
     def with_item(self, item: Any) -> "Scope":
         """A copy of this scope where ``{item}`` is ``item``."""
         other = Scope(self.inventory, self.plugin_data, self.node, ports=self.ports,
                       port_groups=self.port_groups, mask=self.mask)
         other.item = item
+        other.refuse_masked = self.refuse_masked
+        return other
+
+    def refusing_masked(self) -> "Scope":
+        """This scope, or (when it masks) a copy where reaching a secret raises
+        :class:`MaskedSecret` instead of reading ``***``: what actions that write use, so that
+        a rule never copies a secret, nor ``***`` over one."""
+        if not self.mask or self.refuse_masked:
+            return self
+        other = self.with_item(self.item)
+        other.refuse_masked = True
         return other
 
     def masking(self, mask: bool) -> "Scope":
@@ -218,10 +235,18 @@ class Scope:
                 raise TemplateError(f"{{{field.text}}}: cannot take {key!r} of a "
                                     f"{type(value).__name__}")
             if mask and is_secret_key(key) and value is not None:
+                if self.refuse_masked:
+                    raise MaskedSecret(f"{{{field.text}}} is a masked secret: a rule may "
+                                       f"not copy it")
                 return MASK
         if isinstance(value, NodeRoot):
             value = value.snapshot()
-        return masked(value) if mask else value
+        if not mask:
+            return value
+        if self.refuse_masked and has_secrets(value):
+            raise MaskedSecret(f"{{{field.text}}} holds a masked secret: a rule may not "
+                               f"copy it")
+        return masked(value)
 
 
 def render(template: Template, scope: Scope) -> Any:

@@ -19,6 +19,7 @@ from oslo_config import cfg
 
 from inspection import conf as inspection_conf
 from inspection import metrics, process_identity
+from inspection.common import secret_text
 from inspection.common.url_credentials import mask_url_passwords
 from pxe_filter.common import (
     config,
@@ -270,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.load(conf, files, args.config_dir)
         logs.setup(conf, PROG, debug=args.debug)
         process_identity.set_role("worker")
+        secret_text.install_log_masking()  # ramdisk and BMC text may quote passwords
         logs.log_option_values(conf, LOG)
         unknown_options.warn_unknown_options(conf, LOG, "ironic-inspection")
 

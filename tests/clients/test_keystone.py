@@ -411,3 +411,65 @@ def test_a_parent_node_in_another_project_is_refused_as_unknown(cloud, tenants):
     assert child.status_code == 201 and child.json()["parent_node"] == nodes["ten-a1"], \
         child.text
     assert callers["a-admin"]("DELETE", f"/v1/nodes/{child.json()['uuid']}").status_code == 204
+
+
+def _token(cloud: Cloud, name: str) -> str:
+    """A token for ``name``'s user of CLOUDS, asked of Keystone as a client does."""
+    user, project = CLOUDS[name]
+    scope = {"system": {"all": True}} if project is None else \
+        {"project": {"name": project, "domain": {"id": "default"}}}
+    password = cloud.keystone.admin_password if user == "admin" else PASSWORD
+    resp = requests.post(cloud.keystone.auth_url + "/auth/tokens", timeout=30, json={
+        "auth": {"identity": {"methods": ["password"], "password": {"user": {
+            "name": user, "domain": {"id": "default"}, "password": password}}},
+            "scope": scope}})
+    assert resp.status_code == 201, resp.text
+    return resp.headers["X-Subject-Token"]
+
+
+def test_no_role_copies_moves_or_probes_a_masked_secret_with_a_patch(cloud):
+    secret = "Ipmi-Owner-Pa55"
+    tokens = {name: _token(cloud, name) for name in ("sysadmin", "a-admin", "b-member")}
+
+    def patch(name: str, uuid: str, *operations: dict) -> requests.Response:
+        return requests.patch(f"{cloud.api.url}/v1/nodes/{uuid}", json=list(operations),
+                              headers={"X-Auth-Token": tokens[name]}, timeout=30)
+
+    made = requests.post(f"{cloud.api.url}/v1/nodes", timeout=30,
+                         headers={"X-Auth-Token": tokens["sysadmin"]},
+                         json={"driver": "ipmi", "name": "ks-secret-node",
+                               "driver_info": {"ipmi_address": "192.0.2.7",
+                                               "ipmi_password": secret}})
+    assert made.status_code == 201, made.text
+    uuid = made.json()["uuid"]
+    engine = create_engine(cloud.db)
+    with engine.begin() as connection:  # owned by tenant-a, leased to tenant-b
+        connection.execute(sa.text("UPDATE nodes SET owner = :owner, lessee = :lessee "
+                                   "WHERE uuid = :uuid"),
+                           {"owner": cloud.projects["tenant-a"],
+                            "lessee": cloud.projects["tenant-b"], "uuid": uuid})
+    leak = {"op": "copy", "from": "/driver_info/ipmi_password", "path": "/extra/leak"}
+    erase = {"op": "move", "from": "/driver_info/ipmi_password", "path": "/extra/leak"}
+    probe = {"op": "test", "path": "/driver_info/ipmi_password", "value": secret}
+    for name in ("sysadmin", "a-admin"):  # may write driver_info, may not read its secrets
+        for operation in (leak, erase, probe):
+            resp = patch(name, uuid, operation)
+            assert resp.status_code == 400, (name, operation, resp.text)
+            assert secret not in resp.text
+    # The lessee's member may change extra but may not see driver_info at all.
+    for operation in (leak, erase, probe, {"op": "copy", "from": "/driver_info/ipmi_address",
+                                           "path": "/extra/bmc"}):
+        resp = patch("b-member", uuid, operation)
+        assert resp.status_code == 403, (operation, resp.text)
+        assert "baremetal:node:" in resp.text and secret not in resp.text
+    assert patch("b-member", uuid, {"op": "add", "path": "/extra/mine",
+                                    "value": 1}).status_code == 200
+    owner = patch("a-admin", uuid, {"op": "copy", "from": "/driver_info/ipmi_address",
+                                    "path": "/extra/bmc"})
+    assert owner.status_code == 200, owner.text
+    with engine.connect() as connection:
+        info, extra = connection.execute(sa.text("SELECT driver_info, extra FROM nodes "
+                                                 "WHERE uuid = :uuid"), {"uuid": uuid}).one()
+    engine.dispose()
+    assert json.loads(info)["ipmi_password"] == secret
+    assert json.loads(extra) == {"mine": 1, "bmc": "192.0.2.7"}

@@ -50,7 +50,7 @@ def _fail_rule(phase, sensitive=False):
     return {"phase": phase, "sensitive": sensitive, "description": "refuse Dell",
             "conditions": [{"op": "contains",
                             "args": ["{inventory[system_vendor][manufacturer]}", "Dell"]}],
-            "actions": [{"op": "fail", "args": ["secret-sauce {inventory[bmc_address]}"]}]}
+            "actions": [{"op": "fail", "args": ["house-sauce {inventory[bmc_address]}"]}]}
 
 
 def _assert_failed_only(engine, node_id, before, expected_error):
@@ -89,19 +89,19 @@ def test_failure_leaves_node_unchanged(db_engine, tmp_path, case):
     if case == "early-rule":
         with pytest.raises(BadRequest) as exc:
             service.accept(data)
-        assert "secret-sauce" not in str(exc.value)  # the ramdisk learns nothing
+        assert "house-sauce" not in str(exc.value)  # the ramdisk learns nothing
     else:
         accepted = service.accept(data)
         service.process(accepted.node_uuid, accepted.data)
 
     expected = {
-        "early-rule": lambda e: "(early phase): secret-sauce 192.0.2.200" in e,
+        "early-rule": lambda e: "(early phase): house-sauce 192.0.2.200" in e,
         "ramdisk": lambda e: e == "Ramdisk reported error: Hardware manager failed: "
                                   "disk /dev/sdb vanished",
         "preprocess-hook": lambda e: e.startswith("Preprocessing inspection data failed: "
                                                   "validate-interfaces hook: "),
-        "preprocess-rule": lambda e: "(preprocess phase): secret-sauce" in e,
-        "main-rule": lambda e: "(main phase): secret-sauce" in e,
+        "preprocess-rule": lambda e: "(preprocess phase): house-sauce" in e,
+        "main-rule": lambda e: "(main phase): house-sauce" in e,
         "sensitive-rule": lambda e: "sensitive inspection rule" in e and "secret" not in
         e.replace("sensitive", ""),
     }[case]

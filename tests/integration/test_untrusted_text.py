@@ -115,3 +115,26 @@ def test_secrets_in_a_ramdisk_error_are_masked_in_last_error_and_logs(db_engine,
     assert "password=******" in row.last_error and "root:******@10.0.0.5" in row.last_error
     for secret in ("Hunter2pw", "S3cretBMC"):
         assert secret not in row.last_error and secret not in caplog.text
+
+
+def test_every_spelling_of_a_secret_in_a_ramdisk_error_is_masked(sqlite_url, tmp_path,
+                                                                 caplog):
+    from inspection.db import migration  # noqa: PLC0415
+    from pxe_filter.common.database import create_engine  # noqa: PLC0415
+    from tests.unit.test_secret_text import SPELLINGS  # noqa: PLC0415
+
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    node = _waiting(engine)
+    service = service_for(engine, tmp_path)
+    data = body(DELL)
+    data["error"] = "; ".join(text for text, _, _ in SPELLINGS)
+    with caplog.at_level(logging.DEBUG):
+        accepted = service.accept(data)
+        service.process(accepted.node_uuid, accepted.data)
+    row = node_row(engine, node["id"])
+    engine.dispose()
+    assert row.provision_state == "inspect failed"
+    for _, secret, kept in SPELLINGS:
+        assert secret not in row.last_error and kept in row.last_error, secret
+        assert secret not in caplog.text, secret

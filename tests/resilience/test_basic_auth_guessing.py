@@ -190,3 +190,60 @@ def test_admin_logs_in_while_sixty_addresses_guess(server):
     # Before: 116 refusals in 116 tries over 30 s.
     assert [status for _, status in results] == [200] * len(ADMINS), results
     assert p95 < 5, latencies
+
+
+#: Guessing addresses that rotate: 127.1.0.1 ... 127.1.14.200.
+ROTATING = [f"127.1.{n // 200}.{n % 200 + 1}" for n in range(3000)]
+
+
+def _rotating_guess(url: str, stop, first: int, step: int, counts) -> None:
+    n = first
+    while not stop.is_set():
+        status = get_from(url, ROTATING[n % len(ROTATING)], USER, f"guess-{n}")
+        with counts.get_lock():
+            counts[0] += 1
+            counts[1] += status == 429
+        n += step
+        stop.wait(0.03)  # 16 threads: about 300 guesses a second (the campaign sent 270)
+
+
+def _rotating_guessers(url: str, stop, counts) -> None:
+    threads = [threading.Thread(target=_rotating_guess, args=(url, stop, n, 16, counts),
+                                daemon=True) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+@pytest.mark.parametrize("server", [{"auth_concurrency": 1}], indirect=True)
+def test_admin_logs_in_while_3000_rotating_addresses_guess(server):
+    context = multiprocessing.get_context("fork")
+    stop = context.Event()
+    counts = context.Array("l", 2)  # guesses answered, of them refused (429)
+    guessers = context.Process(target=_rotating_guessers, args=(server, stop, counts),
+                               daemon=True)
+    guessers.start()
+    time.sleep(3.0)  # the queue is full of guesses, each from an address new to the server
+    results = []
+    try:
+        for n, (user, password) in enumerate(list(ADMINS.items())[:4]):
+            start = time.perf_counter()
+            status = get_from(server, f"127.0.3.{n + 1}", user, password)
+            results.append((time.perf_counter() - start, status))
+        while counts[0] < len(ROTATING) and time.perf_counter() - start < 20:
+            time.sleep(0.2)  # every address has guessed at least once
+    finally:
+        stop.set()
+        guessers.join(30)
+        if guessers.is_alive():
+            guessers.kill()
+    guesses, refused = counts[0], counts[1]
+    latencies = sorted(t for t, _ in results)
+    print(f"admin first login under {guesses} guesses from {min(guesses, len(ROTATING))} "
+          f"rotating addresses ({refused} refused): p50 {statistics.median(latencies):.2f} s, "
+          f"max {latencies[-1]:.2f} s")
+    # Before: every login refused (429) once the guessers' addresses were all new.
+    assert [status for _, status in results] == [200] * 4, results
+    assert latencies[-1] < 5, latencies
+    assert refused >= guesses // 2 and guesses >= len(ROTATING), (guesses, refused)

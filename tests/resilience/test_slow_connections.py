@@ -1,6 +1,8 @@
-"""Slow clients against a real API server: one client holding 1,100 trickling connections
-does not shut the ramdisk out, and a request that never completes is closed."""
+"""Slow clients against a real API server: one client holding 1,100 trickling connections,
+or 25 addresses holding 50 each, do not shut the ramdisk out, and a request that never
+completes is closed."""
 
+import concurrent.futures
 import math
 import multiprocessing
 import socket
@@ -30,11 +32,11 @@ def api(tmp_path, sqlite_url, request):
         server.stop()
 
 
-def _open(port: int) -> socket.socket | None:
+def _open(port: int, address: str = ATTACKER) -> socket.socket | None:
     sock = socket.socket()
     sock.settimeout(2)
     try:
-        sock.bind((ATTACKER, 0))
+        sock.bind((address, 0))
         sock.connect(("127.0.0.1", port))
         sock.sendall(HEAD)
     except OSError:
@@ -43,12 +45,14 @@ def _open(port: int) -> socket.socket | None:
     return sock
 
 
-def _hold(port: int, count: int, stop, interval: float) -> None:
-    """Keep ``count`` connections open, each sending a header line every ``interval`` s;
-    reopen the ones the server closed."""
-    socks: list[socket.socket | None] = [None] * count
+def _hold(port: int, count: int, stop, interval: float,
+          addresses: tuple[str, ...] = (ATTACKER,)) -> None:
+    """Keep ``count`` connections open from each of ``addresses``, each sending a header
+    line every ``interval`` s; reopen the ones the server closed."""
+    sources = [address for address in addresses for _ in range(count)]
+    socks: list[socket.socket | None] = [None] * len(sources)
     while not stop.is_set():
-        for n in range(count):
+        for n, source in enumerate(sources):
             sock = socks[n]
             if sock is not None:
                 try:
@@ -56,7 +60,7 @@ def _hold(port: int, count: int, stop, interval: float) -> None:
                     continue
                 except OSError:
                     sock.close()
-            socks[n] = _open(port)
+            socks[n] = _open(port, source)
         stop.wait(interval)
     for sock in socks:
         if sock is not None:
@@ -68,6 +72,39 @@ def closed_count(url: str, reason: str) -> float:
         if line.startswith(f'ironic_inspection_connections_closed_total{{reason="{reason}"}}'):
             return float(line.split()[-1])
     raise AssertionError(f"no connections_closed metric for {reason}")
+
+
+def test_callbacks_get_in_while_25_addresses_hold_50_slow_connections_each(api):
+    port = int(api.url.rsplit(":", 1)[1])
+    attackers = tuple(f"127.0.0.{n}" for n in range(2, 27))
+    context = multiprocessing.get_context("fork")
+    stop = context.Event()
+    holder = context.Process(target=_hold, args=(port, 50, stop, 3.0, attackers),
+                             daemon=True)
+    holder.start()
+    time.sleep(5.0)  # 1,250 connections asked for, trickling
+    data = body("bios-vm-x86_64")
+    try:
+        with concurrent.futures.ThreadPoolExecutor(5) as pool:
+            def callback(_: int) -> tuple[int, float]:
+                start = time.perf_counter()
+                resp = requests.post(f"{api.url}/v1/continue_inspection", json=data,
+                                     timeout=30)
+                return resp.status_code, time.perf_counter() - start
+            answers = list(pool.map(callback, range(5)))
+        reserved = closed_count(api.url, "connection_reserve")
+    finally:
+        stop.set()
+        holder.join(30)
+        if holder.is_alive():
+            holder.kill()
+    print(f"5 callbacks beside 25 x 50 slow connections: {answers}; {reserved:.0f} "
+          f"connections kept out of the reserve")
+    # Before: waitress's connection_limit was full and 5 of 5 timed out after 10 s.
+    assert [status for status, _ in answers] == [404] * 5, answers
+    assert max(seconds for _, seconds in answers) < 2.0, answers
+    assert reserved >= 1
+    assert "[api]connection_reserve (100) of [api]connection_limit" in api.log_text()
 
 
 def test_callback_stays_fast_while_one_client_holds_1100_slow_connections(api):

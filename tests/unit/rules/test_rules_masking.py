@@ -1,8 +1,11 @@
 """mask_secrets always/never/sensitive: what rules read, and what people see."""
 
+import logging
+
 import pytest
 
 from inspection.rules import RulesEngine
+from inspection.rules.errors import RuleExecutionError
 from inspection.rules.masking import is_secret_key
 from tests.unit.rules.conftest import make_rule, run
 
@@ -19,19 +22,39 @@ COPY = [{"op": "set-attribute", "args": ["/extra/copied", "{node.driver_info[ipm
 def test_what_actions_read(mode, sensitive, sees_secrets, inventory, node):
     inventory = {**inventory, "bmc_info": {"bmc_password": "inv-pw", "user": "u"}}
     data = {}
-    run([make_rule(actions=COPY, phase="main", sensitive=sensitive)], inventory, data,
-        node=node, mask=mode)
-    extra = node.node["extra"]
     if sees_secrets:
+        run([make_rule(actions=COPY, phase="main", sensitive=sensitive)], inventory, data,
+            node=node, mask=mode)
+        extra = node.node["extra"]
         assert extra["copied"] == "s3cret!"
         assert extra["info"]["auth_token"] == "tok-8842"
         assert data["inv"] == {"bmc_password": "inv-pw", "user": "u"}
-    else:
-        assert extra["copied"] == "***"
-        assert extra["info"] == {"ipmi_address": "192.168.25.31", "ipmi_username": "root",
-                                 "ipmi_password": "***", "auth_token": "***"}
-        assert data["inv"] == {"bmc_password": "***", "user": "u"}
+    else:  # masked means masked: an action copies neither the secret nor *** over one
+        for action in COPY:
+            rule = make_rule(actions=[action], phase="main", sensitive=sensitive)
+            with pytest.raises(RuleExecutionError) as caught:
+                run([rule], inventory, data, node=node, mask=mode)
+            assert "s3cret" not in str(caught.value) and "inv-pw" not in str(caught.value)
+            if not sensitive:
+                assert "masked secret: a rule may not copy it" in str(caught.value)
+        assert node.node["extra"] == {} and data == {}
     assert node.node["driver_info"]["ipmi_password"] == "s3cret!"  # the source is untouched
+
+
+def test_masked_secrets_are_not_copied_over_themselves(inventory, node):
+    rule = make_rule(actions=[{"op": "set-attribute",
+                               "args": ["/driver_info", "{node.driver_info}"]}], phase="main")
+    with pytest.raises(RuleExecutionError):
+        run([rule], inventory, {}, node=node)
+    assert node.node["driver_info"]["ipmi_password"] == "s3cret!"
+
+
+def test_log_messages_still_show_masked_secrets(inventory, node, caplog):
+    rule = make_rule(actions=[{"op": "log", "args": ["pw {node.driver_info[ipmi_password]}"]}],
+                     phase="main")
+    caplog.set_level(logging.DEBUG)
+    run([rule], inventory, {}, node=node)
+    assert "pw ***" in caplog.text and "s3cret" not in caplog.text
 
 
 def test_conditions_see_masked_values_by_default(inventory, node):
@@ -66,11 +89,9 @@ def test_passwords_inside_urls_are_masked_like_secret_keys(inventory, node):
                      phase="main")
     report = RulesEngine("never").explain([rule], inventory, {}, node)[0]
     assert "Url-Pa55" not in repr(report) and report["would_run"]
-    assert run([rule], inventory, node=node) == [rule.uuid]
-    extra = node.node["extra"]
-    assert extra["bmc"] == "https://admin:***@bmc.example/rf"
-    assert extra["info"]["redfish_address"] == "https://admin:***@bmc.example/rf"
-    node.node["extra"] = {}
+    with pytest.raises(RuleExecutionError) as caught:  # masked: not copied at all
+        run([rule], inventory, node=node)
+    assert "Url-Pa55" not in str(caught.value) and node.node["extra"] == {}
     run([rule], inventory, node=node, mask="never")
     assert node.node["extra"]["bmc"] == "https://admin:Url-Pa55@bmc.example/rf"
 
