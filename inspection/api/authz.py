@@ -28,6 +28,7 @@ LOG = logging.getLogger("inspection.api")
 _NODE = r"/v1/nodes/(?P<node>(?!detail$)[^/]+)"
 _PORT = r"/v1/ports/(?P<port>(?!detail$)[^/]+)"
 _RULES = "/v1/inspection_rules"
+_CHASSIS = r"/v1/chassis/(?!detail$)[^/]+"
 
 #: Ironic's order: the first prefix a patch path starts with names the rule.
 _PATCH_RULES = (
@@ -87,6 +88,11 @@ OPERATIONS = (
     _op("GET", _PORT, "baremetal:port:get", "port"),
     _op("PATCH", _PORT, "baremetal:port:update", "port"),
     _op("DELETE", _PORT, "baremetal:port:delete", "port"),
+    _op("GET", _CHASSIS + r"/nodes(/detail)?", "node", "list"),
+    _op("GET", r"/v1/chassis(/[^/]+)?", "baremetal:chassis:get"),
+    _op("POST", r"/v1/chassis", "baremetal:chassis:create"),
+    _op("PATCH", _CHASSIS, "baremetal:chassis:update"),
+    _op("DELETE", _CHASSIS, "baremetal:chassis:delete"),
     _op("GET", _RULES + r"(/[^/]+)?", "baremetal:inspection_rule:get"),
     _op("POST", _RULES + "/explain", "baremetal:inspection_rule:get"),
     _op("POST", _RULES, "baremetal:inspection_rule:create"),

@@ -4,8 +4,9 @@
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from inspection.api.errors import ApiError
 from inspection.db.idents import canonical_uuid, node_ident_clause
-from inspection.db.models import Node, NodeInventory, NodeTrait, Port
+from inspection.db.models import Chassis, Node, NodeInventory, NodeTrait, Port
 from inspection.errors import NotFound
 
 
@@ -31,6 +32,18 @@ def find_port(session: Session, ident: str) -> Port:
         raise NotFound(f"port {ident[:64]} not found",
                        message=f"Port {ident[:64]} could not be found")
     return port
+
+
+def chassis_id(session: Session, uuid: str | None) -> int | None:
+    """The id of the chassis a node names (None for none); 400 for an unknown chassis, as
+    Ironic answers on a node request."""
+    if not uuid:
+        return None
+    row = session.execute(sa.select(Chassis.id).where(
+        Chassis.uuid == canonical_uuid(uuid))).scalar_one_or_none()
+    if row is None:
+        raise ApiError(400, f"Chassis {str(uuid)[:64]} could not be found.")
+    return row
 
 
 def stored_inventory(session: Session, node: Node) -> NodeInventory | None:

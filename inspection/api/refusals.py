@@ -17,7 +17,6 @@ _NODE = r"/v1/nodes/[^/]+"
 UNSERVED: list[tuple[str, str, str]] = [
     (r"/v1/drivers", "/v1/drivers", "driver listing"),
     (r"/v1/drivers/.+", "/v1/drivers/{driver}", "driver information"),
-    (r"/v1/chassis(/.*)?", "/v1/chassis", "chassis"),
     (r"/v1/portgroups(/.*)?", "/v1/portgroups", "port group management"),
     (r"/v1/volume(/.*)?", "/v1/volume", "volume management"),
     (r"/v1/(lookup|heartbeat)(/.*)?", "/v1/lookup, /v1/heartbeat",

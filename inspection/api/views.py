@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from inspection.api.context import ctx
 from inspection.api.node_fields import FIELD_VERSIONS, INTERFACE_FIELDS
 from inspection.api.versions import allows, resource_links
 from inspection.common.url_credentials import mask_url_passwords
@@ -24,9 +25,21 @@ NODE_FIELDS = ("uuid", "name", "driver", "driver_info", "driver_internal_info", 
                "protected", "protected_reason", "retired", "retired_reason", "shard",
                "parent_node", "network_data",
                *(f for f in INTERFACE_FIELDS if f != "inspect_interface"),
-               "created_at", "updated_at")
-#: Node fields that are no column of ``nodes``.
-COMPUTED_NODE_FIELDS = ("fault", "traits", "instance_uuid")
+               "chassis_uuid", "console_enabled", "provision_updated_at", "clean_step",
+               "deploy_step", "service_step", "raid_config", "target_raid_config",
+               "conductor", "allocation_uuid", "automated_clean", "boot_mode", "secure_boot",
+               "disable_power_off", "created_at", "updated_at")
+#: Node fields that are no column of ``nodes``: this service has no cleaning, deployment,
+#: servicing, RAID, console or allocations, so they are what Ironic shows for a node that
+#: never had them.
+_UNUSED_FIELDS = {"fault": None, "instance_uuid": None, "console_enabled": False,
+                  "provision_updated_at": None, "clean_step": {}, "deploy_step": {},
+                  "service_step": {}, "raid_config": {}, "target_raid_config": {},
+                  "allocation_uuid": None}
+COMPUTED_NODE_FIELDS = (*_UNUSED_FIELDS, "traits", "conductor")
+#: Links to a node's sub-resources that Ironic adds to a full view, by the version (1.x)
+#: that added each.
+_NODE_SUB_LINKS = {"ports": 1, "states": 14, "portgroups": 24, "volume": 32}
 #: What ``?fields=`` may name for nodes; ``links`` is always shown.
 NODE_FIELD_CHOICES = NODE_FIELDS
 PORT_FIELDS = ("uuid", "address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
@@ -41,7 +54,8 @@ def mask_secrets(value: Any) -> Any:
     return masked(value, DISPLAY_MASK)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """``value`` as JSON shows it (a timestamp in ISO 8601 with its zone)."""
     # Stored naive in UTC (as Ironic does); shown with the zone, as Ironic shows them.
     if isinstance(value, datetime):
         return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
@@ -55,10 +69,8 @@ def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = No
     names = [name for name in fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
              # hidden from a client older than the field, as Ironic hides it
              if allows(FIELD_VERSIONS.get(name, 1))]
-    # Never set by this service: it has no power sync or cleaning (fault) and deploys
-    # nothing (instance_uuid). Null as Ironic shows them unset.
-    computed = {"fault": None, "instance_uuid": None, "traits": sorted(traits)}
-    data = {name: computed[name] if name in computed else _plain(getattr(node, name))
+    computed = {**_UNUSED_FIELDS, "traits": sorted(traits), "conductor": ctx().conf.host}
+    data = {name: computed[name] if name in computed else plain(getattr(node, name))
             for name in names}
     for name in _DICT_FIELDS:
         if name in data:
@@ -67,12 +79,15 @@ def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = No
         data["last_error"] = mask_url_passwords(data["last_error"], DISPLAY_MASK)
     if "maintenance" in data:
         data["maintenance"] = bool(data["maintenance"])
-    for name in ("auto_discovered", "protected", "retired"):
+    for name in ("auto_discovered", "protected", "retired", "disable_power_off"):
         if name in data:
             data[name] = bool(data[name])
     if "conductor_group" in data:
         data["conductor_group"] = data["conductor_group"] or ""
     data["links"] = resource_links(f"nodes/{node.uuid}")
+    if detail and not fields:
+        data.update({name: resource_links(f"nodes/{node.uuid}/{name}")
+                     for name, minor in _NODE_SUB_LINKS.items() if allows(minor)})
     return data
 
 
@@ -86,7 +101,7 @@ def port_view(port: Port, node_uuid: str | None, fields: Sequence[str] | None = 
             "internal_info": port.internal_info or {},
             "created_at": port.created_at, "updated_at": port.updated_at}
     names = fields or PORT_FIELDS
-    data = {name: _plain(full[name]) for name in names}
+    data = {name: plain(full[name]) for name in names}
     for name in ("extra", "local_link_connection", "internal_info"):
         if name in data:
             data[name] = mask_secrets(data[name])

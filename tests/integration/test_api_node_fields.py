@@ -78,7 +78,8 @@ def test_patch_sets_and_removes_fields(api):
     resp = _patch(api, "n1", {"op": "remove", "path": "/owner"},
                   {"op": "remove", "path": "/power_interface"},
                   {"op": "remove", "path": "/network_data"})
-    assert (resp.json["owner"], resp.json["power_interface"]) == (None, None)
+    # a removed interface is the hardware type's default again, as in Ironic
+    assert (resp.json["owner"], resp.json["power_interface"]) == (None, "ipmitool")
     assert resp.json["network_data"] == {}
 
 
@@ -218,7 +219,7 @@ def test_traits_as_ironic_serves_them(api_on_each_db):
 
 @pytest.mark.parametrize(("method", "path", "words"), [
     ("get", "/v1/drivers", "Driver listing is not available through this service"),
-    ("get", "/v1/chassis/", "Chassis is not available"),
+    ("get", "/v1/conductors/", "Conductor listing is not available"),
     ("get", "/v1/nodes/n1/history", "Node history is not available"),
     ("post", "/v1/nodes/n1/vifs", "VIF attachment is not available"),
     ("get", "/v1/nodes/n1/bios/setting", "BIOS settings management is not available"),
@@ -252,7 +253,7 @@ def test_reset_interfaces_with_a_new_driver(api):
         {"op": "add", "path": "/power_interface", "value": "redfish"}])
     assert resp.status_code == 200, resp.json
     assert (resp.json["boot_interface"], resp.json["power_interface"],
-            resp.json["inspect_interface"]) == (None, "redfish", "agent")
+            resp.json["inspect_interface"]) == ("ipxe", "redfish", "agent")
 
 
 def test_shards_and_children(api):
