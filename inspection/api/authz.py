@@ -20,6 +20,7 @@ from oslo_policy import policy
 
 from inspection.api import errors, policies
 from inspection.api.context import ctx
+from inspection.api.nodes_query import without_json_suffix
 from inspection.db.idents import canonical_uuid, node_ident_clause
 from inspection.db.models import Node, Port
 
@@ -205,6 +206,9 @@ def _node_of(ident: str) -> tuple[str | None, str | None] | None:
     with ctx().session() as session:
         row = session.execute(sa.select(Node.owner, Node.lessee)
                               .where(node_ident_clause(ident))).first()
+    stripped = without_json_suffix(ident) if row is None else None
+    if stripped:  # the node the handler will find
+        return _node_of(stripped)
     return None if row is None else (row.owner, row.lessee)
 
 

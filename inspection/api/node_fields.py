@@ -177,6 +177,12 @@ def check_transition(node_uuid: str, state: str, maintenance: bool, before: dict
         if after.get(reason) and after.get(reason) != before.get(reason) \
                 and not after.get(flag):
             raise ApiError(400, f"The {reason} field can only be set when {flag} is True")
+    if after.get("driver") != before.get("driver") and after.get("driver") != "fake-hardware":
+        fake = [f for f in INTERFACE_FIELDS if str(after.get(f) or "").startswith("fake")]
+        if fake:  # as Ironic: the fake interfaces belong to fake-hardware alone
+            raise ApiError(400, f"Interface {fake[0]}={after[fake[0]]!r} is not valid for "
+                                f"hardware type {after.get('driver')!r}: change it too, or "
+                                f"pass reset_interfaces=true")
     changed = [f for f in INTERFACE_FIELDS if f in after and after[f] != before.get(f)]
     if changed and not maintenance and state not in INTERFACE_UPDATE_STATES:
         raise ApiError(409, f"Node {node_uuid} can not have {changed[0]} updated unless it "

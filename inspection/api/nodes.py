@@ -38,7 +38,7 @@ from inspection.api.patching import (
     node_name_problems,
 )
 from inspection.api.patching import apply as apply_patch
-from inspection.api.versions import require, require_for
+from inspection.api.versions import allows, require, require_for
 from inspection.api.views import (
     BRIEF_NODE_FIELDS,
     COMPUTED_NODE_FIELDS,
@@ -49,6 +49,7 @@ from inspection.api.views import (
 )
 from inspection.db.idents import canonical_uuid
 from inspection.db.models import (
+    AVAILABLE,
     ENROLL,
     INSPECTING,
     INSPECTION_STATES,
@@ -73,9 +74,9 @@ DEFAULT_INSPECT_INTERFACE = "agent"
 _CREATE_FIELDS = {"uuid", "chassis_uuid", *NODE_DICT_FIELDS, *NODE_STR_FIELDS,
                   *node_fields.CREATE_FIELDS}
 #: Filters of GET /v1/nodes (Ironic's, where this service holds the field, and ours).
-_FILTERS = ("chassis_uuid", "provision_state", "driver", "maintenance", "resource_class",
-            "conductor_group", "fault", "auto_discovered", "owner", "lessee", "project",
-            "description_contains", "shard", "sharded", "retired", "parent_node",
+_FILTERS = ("chassis_uuid", "conductor", "provision_state", "driver", "maintenance",
+            "resource_class", "conductor_group", "fault", "auto_discovered", "owner", "lessee",
+            "project", "description_contains", "shard", "sharded", "retired", "parent_node",
             "include_children")
 #: The version at which Ironic added each provision verb served here (1.x).
 _VERB_VERSIONS = {"manage": 4, "inspect": 6, "abort": 13}
@@ -104,6 +105,7 @@ def _list(path: str, detail_path: bool, chassis_uuid: str | None = None) -> Resp
     shown = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
     columns = {getattr(Node, name) for name in shown if name not in COMPUTED_NODE_FIELDS}
     # owner and lessee decide what the policies let this user see of each node
+    c = ctx()
     query = authz.narrow_nodes(sa.select(Node).options(
         load_only(Node.id, Node.uuid, Node.owner, Node.lessee, *columns)))
     check_filter_versions()
@@ -116,6 +118,9 @@ def _list(path: str, detail_path: bool, chassis_uuid: str | None = None) -> Resp
     group = request.args.get("conductor_group")
     if group is not None:  # Ironic stores and compares conductor groups in lower case
         query = query.where(sa.func.lower(Node.conductor_group) == group.lower())
+    conductor = request.args.get("conductor")
+    if conductor is not None and conductor != c.conf.host:
+        query = query.where(sa.false())  # every node is served by this host
     if request.args.get("fault") is not None:
         query = query.where(sa.false())  # no node of this service ever has a fault
     for name in ("maintenance", "auto_discovered", "retired"):
@@ -125,7 +130,6 @@ def _list(path: str, detail_path: bool, chassis_uuid: str | None = None) -> Resp
     query = field_filters(query)
     if chassis_uuid is not None:
         query = query.where(Node.chassis_uuid == chassis_uuid)
-    c = ctx()
     with c.session() as session:
         query = children_filter(session, query)
         marker = find_node(session, page.marker) if page.marker else None
@@ -199,7 +203,9 @@ def create_node() -> tuple[Response, int, dict]:
                 inspect_interface=body.get("inspect_interface") or DEFAULT_INSPECT_INTERFACE,
                 resource_class=body.get("resource_class"),
                 conductor_group=(body.get("conductor_group") or "").lower(),
-                provision_state=states.INITIAL, auto_discovered=False, **fields)
+                # below 1.11 Ironic had no enroll state: nodes started available
+                provision_state=states.INITIAL if allows(11) else AVAILABLE,
+                auto_discovered=False, **fields)
     node.retired = bool(node.retired)
     node.network_data = node.network_data or {}
     node.disable_power_off = False

@@ -4,6 +4,7 @@ import uuid as uuidlib
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
+from sqlalchemy.orm import Session
 
 from inspection.api import authz
 from inspection.api.context import ctx, json_body, json_object, to_bool
@@ -22,14 +23,17 @@ from inspection.api.pagination import (
 )
 from inspection.api.patching import PORT_DEFAULTS, PORT_PATCHABLE, check_port
 from inspection.api.patching import apply as apply_patch
-from inspection.api.views import PORT_FIELDS, port_view
+from inspection.api.versions import allows, require_for
+from inspection.api.views import PORT_FIELD_VERSIONS, PORT_FIELDS, port_view
+from inspection.db.idents import canonical_uuid
 from inspection.db.models import Node, Port
+from inspection.errors import NotFound
 from pxe_filter.broadcast import NodePorts
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 bp = Blueprint("ports", __name__)
 
-_FIELDS = {"address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
+_FIELDS = {"uuid", "address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
            "physical_network"}
 _FILTERS = ("node", "node_uuid", "address", "pxe_enabled")
 _SORT_KEYS = {name: getattr(Port, name) for name in (
@@ -98,13 +102,26 @@ def _check(body: dict) -> list[str]:
     network = body.get("physical_network")
     if network is not None and (not isinstance(network, str) or len(network) > 64):
         problems.append("physical_network: must be a string of at most 64 characters")
+    if body.get("uuid") is not None and canonical_uuid(body["uuid"]) is None:
+        problems.append("uuid: must be a UUID")
     return problems
+
+
+def _port_node(session: Session, ident: str) -> Node:
+    """The node a port is put on: 400 when there is none, as Ironic answers."""
+    try:
+        return find_node(session, ident)
+    except NotFound:
+        raise ApiError(400, f"Node {ident[:64]} could not be found.") from None
 
 
 @bp.post("/v1/ports")
 def create_port() -> tuple[Response, int, dict]:
     """Add a port (MAC) to a node; 201 with its Location."""
     body = json_object()
+    for name, value in body.items():  # newer than the request's version: 406, as Ironic
+        if value is not None and not allows(PORT_FIELD_VERSIONS.get(name, 1)):
+            require_for(PORT_FIELD_VERSIONS[name], f"setting the port field {name}")
     problems = _check(body)
     try:
         address = normalize_mac(body.get("address"))
@@ -115,8 +132,10 @@ def create_port() -> tuple[Response, int, dict]:
     c = ctx()
     try:
         with c.session() as session:
-            node = find_node(session, body["node_uuid"])
-            port = Port(uuid=str(uuidlib.uuid4()), address=address, node_id=node.id,
+            node = _port_node(session, body["node_uuid"])
+            port_uuid = canonical_uuid(body["uuid"]) if body.get("uuid") else \
+                str(uuidlib.uuid4())
+            port = Port(uuid=port_uuid, address=address, node_id=node.id,
                         pxe_enabled=body.get("pxe_enabled", True),
                         extra=body.get("extra") or {},
                         local_link_connection=body.get("local_link_connection") or {},
@@ -126,7 +145,8 @@ def create_port() -> tuple[Response, int, dict]:
             view = port_view(port, node.uuid)
             announced = NodePorts(node.provision_state, node.inspect_interface, (address,))
     except sa.exc.IntegrityError:
-        raise ApiError(409, f"A port with MAC address {address} already exists") from None
+        raise ApiError(409, f"A port with MAC address {address} or UUID {port_uuid} already "
+                            f"exists") from None
     # Tell the filters at once: with unknown MACs allowed (discovery, or a node on
     # inspection) the wildcard would otherwise serve this NIC until the next full sync.
     c.notifier.announce(announced)
@@ -154,6 +174,11 @@ def patch_port(port_id: str) -> Response:
     """
     check_args(())
     body = json_body()
+    for op in body if isinstance(body, list) else ():
+        field = str(op.get("path", "")).lstrip("/").split("/", 1)[0] \
+            if isinstance(op, dict) else ""
+        if not allows(PORT_FIELD_VERSIONS.get(field, 1)):
+            require_for(PORT_FIELD_VERSIONS[field], f"changing the port field {field}")
     c = ctx()
     try:
         with c.session() as session:
@@ -167,7 +192,7 @@ def patch_port(port_id: str) -> Response:
                                             {**PORT_DEFAULTS, "address": None,
                                              "node_uuid": None},
                                             c.conf.inspection_rules.max_node_size, what="port"))
-            node = find_node(session, values["node_uuid"])
+            node = _port_node(session, values["node_uuid"])
             old_address = port.address
             for name, value in values.items():
                 if name != "node_uuid" and value != before[name]:

@@ -161,7 +161,7 @@ def version() -> Response:
             "media_types": {"base": "application/json",
                             "type": "application/vnd.openstack.ironic.v1+json"},
             "version": _version_document()}
-    for name in ("nodes", "ports", "inspection_rules", "continue_inspection"):
-        body[name] = [link("self", f"/v1/{name}/")]
+    for name in ("chassis", "nodes", "ports", "inspection_rules", "continue_inspection"):
+        body[name] = [link("self", f"/v1/{name}/"), link("bookmark", f"/{name}/")]
     body["openapi"] = [link("describedby", "/v1/openapi.json")]
     return jsonify(body)

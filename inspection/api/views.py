@@ -9,7 +9,7 @@ from inspection.api.context import ctx
 from inspection.api.node_fields import FIELD_VERSIONS, INTERFACE_FIELDS
 from inspection.api.versions import allows, resource_links
 from inspection.common.url_credentials import mask_url_passwords
-from inspection.db.models import Node, Port
+from inspection.db.models import AVAILABLE, INSPECT_WAIT, INSPECTING, Node, Port
 from inspection.rules.masking import DISPLAY_MASK, masked
 
 # Columns shown in a node list without ?detail=true (Ironic's brief list, and ours).
@@ -42,8 +42,13 @@ COMPUTED_NODE_FIELDS = (*_UNUSED_FIELDS, "traits", "conductor")
 _NODE_SUB_LINKS = {"ports": 1, "states": 14, "portgroups": 24, "volume": 32}
 #: What ``?fields=`` may name for nodes; ``links`` is always shown.
 NODE_FIELD_CHOICES = NODE_FIELDS
-PORT_FIELDS = ("uuid", "address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
-               "physical_network", "internal_info", "created_at", "updated_at")
+PORT_FIELDS = ("uuid", "address", "node_uuid", "portgroup_uuid", "pxe_enabled", "extra",
+               "local_link_connection", "physical_network", "internal_info", "is_smartnic",
+               "name", "created_at", "updated_at")
+#: The minor API version (1.x) at which Ironic started showing and accepting each port field.
+PORT_FIELD_VERSIONS = {"internal_info": 18, "pxe_enabled": 19, "local_link_connection": 19,
+                       "portgroup_uuid": 24, "physical_network": 34, "is_smartnic": 53,
+                       "name": 88}
 _DICT_FIELDS = ("driver_info", "driver_internal_info", "instance_info", "properties", "extra",
                 "network_data")
 
@@ -60,6 +65,15 @@ def plain(value: Any) -> Any:
     if isinstance(value, datetime):
         return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
     return value
+
+
+def shown_state(state: str | None) -> str | None:
+    """A provision state as the request's API version names it (as Ironic renames them)."""
+    if state == AVAILABLE and not allows(2):
+        return None  # 1.1's NOSTATE
+    if state == INSPECT_WAIT and not allows(39):
+        return INSPECTING
+    return state
 
 
 def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = None,
@@ -79,6 +93,8 @@ def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = No
         data["last_error"] = mask_url_passwords(data["last_error"], DISPLAY_MASK)
     if "maintenance" in data:
         data["maintenance"] = bool(data["maintenance"])
+    if "provision_state" in data:
+        data["provision_state"] = shown_state(data["provision_state"])
     for name in ("auto_discovered", "protected", "retired", "disable_power_off"):
         if name in data:
             data[name] = bool(data[name])
@@ -94,13 +110,17 @@ def node_view(node: Node, detail: bool = True, fields: Sequence[str] | None = No
 def port_view(port: Port, node_uuid: str | None, fields: Sequence[str] | None = None) -> dict:
     """A port as the API shows it (only ``fields`` if given; lists show every field, a
     superset of Ironic's brief list)."""
+    # Port groups, smart NICs and port names are no feature of this service: shown as
+    # Ironic shows a port without them.
     full = {"uuid": port.uuid, "address": port.address, "node_uuid": node_uuid,
+            "portgroup_uuid": None, "is_smartnic": False, "name": None,
             "pxe_enabled": bool(port.pxe_enabled), "extra": port.extra or {},
             "local_link_connection": port.local_link_connection or {},
             "physical_network": port.physical_network,
             "internal_info": port.internal_info or {},
             "created_at": port.created_at, "updated_at": port.updated_at}
-    names = fields or PORT_FIELDS
+    names = [name for name in fields or PORT_FIELDS
+             if allows(PORT_FIELD_VERSIONS.get(name, 1))]
     data = {name: plain(full[name]) for name in names}
     for name in ("extra", "local_link_connection", "internal_info"):
         if name in data:

@@ -46,6 +46,8 @@ class Keystone:
             "DEFAULT": {"log_file": str(self.log_path)},
             "database": {"connection": f"sqlite:///{workdir}/keystone.sqlite"},
             "token": {"provider": "fernet"},
+            # bcrypt's fewest rounds: tests make many users, and the default costs ~0.3 s each
+            "identity": {"password_hash_rounds": 4},
             "fernet_tokens": {"key_repository": str(workdir / "fernet-keys")},
             "fernet_receipts": {"key_repository": str(workdir / "fernet-receipts")},
         })
