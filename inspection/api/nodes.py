@@ -74,10 +74,10 @@ DEFAULT_INSPECT_INTERFACE = "agent"
 _CREATE_FIELDS = {"uuid", "chassis_uuid", *NODE_DICT_FIELDS, *NODE_STR_FIELDS,
                   *node_fields.CREATE_FIELDS}
 #: Filters of GET /v1/nodes (Ironic's, where this service holds the field, and ours).
-_FILTERS = ("chassis_uuid", "conductor", "provision_state", "driver", "maintenance",
-            "resource_class", "conductor_group", "fault", "auto_discovered", "owner", "lessee",
-            "project", "description_contains", "shard", "sharded", "retired", "parent_node",
-            "include_children")
+_FILTERS = ("chassis_uuid", "instance_uuid", "associated", "conductor", "provision_state",
+            "driver", "maintenance", "resource_class", "conductor_group", "fault",
+            "auto_discovered", "owner", "lessee", "project", "description_contains", "shard",
+            "sharded", "retired", "parent_node", "include_children")
 #: The version at which Ironic added each provision verb served here (1.x).
 _VERB_VERSIONS = {"manage": 4, "inspect": 6, "abort": 13}
 #: Sort keys: Ironic refuses its JSON columns; so do we.
@@ -118,6 +118,13 @@ def _list(path: str, detail_path: bool, chassis_uuid: str | None = None) -> Resp
     group = request.args.get("conductor_group")
     if group is not None:  # Ironic stores and compares conductor groups in lower case
         query = query.where(sa.func.lower(Node.conductor_group) == group.lower())
+    instance = uuid_arg("instance_uuid")
+    if instance is not None:
+        query = query.where(Node.instance_uuid == instance)
+    associated = bool_filter("associated")
+    if associated is not None:  # recorded by whoever deploys; this service never does
+        query = query.where(Node.instance_uuid.is_not(None) if associated
+                            else Node.instance_uuid.is_(None))
     conductor = request.args.get("conductor")
     if conductor is not None and conductor != c.conf.host:
         query = query.where(sa.false())  # every node is served by this host

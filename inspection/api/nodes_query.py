@@ -3,7 +3,6 @@
 import re
 
 import sqlalchemy as sa
-from flask import request
 from sqlalchemy.orm import Session
 
 from inspection.api.errors import ApiError
@@ -18,8 +17,8 @@ LOGICAL_NAME = re.compile(r"[A-Za-z0-9._~-]{1,255}")
 
 def without_json_suffix(ident: str) -> str | None:
     """``ident`` without ``.json`` when the request may name a node so (Ironic serves
-    ``GET /v1/nodes/<node>.json`` up to 1.90), else None."""
-    if ident.endswith(".json") and request.method == "GET" and not allows(91):
+    ``/v1/nodes/<node>.json`` up to 1.90), else None."""
+    if ident.endswith(".json") and not allows(91):
         return ident[:-len(".json")]
     return None
 

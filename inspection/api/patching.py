@@ -28,7 +28,7 @@ NODE_STR_FIELDS = {"name": 255, "driver": 255, "inspect_interface": 255, "resour
                    "conductor_group": 255}
 #: Node fields a PATCH may change (Ironic's updatable fields that this service stores).
 NODE_PATCHABLE = (*NODE_DICT_FIELDS, *NODE_STR_FIELDS, "maintenance", "chassis_uuid",
-                  *node_fields.PATCHABLE)
+                  "instance_uuid", *node_fields.PATCHABLE)
 #: Port fields a PATCH may change.
 PORT_PATCHABLE = ("address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
                   "physical_network")
@@ -37,6 +37,7 @@ NODE_DEFAULTS: dict[str, Any] = {"driver_info": {}, "properties": {}, "extra": {
                                  "instance_info": {}, "name": None, "resource_class": None,
                                  "conductor_group": "", "inspect_interface": "agent",
                                  "maintenance": False, "chassis_uuid": None,
+                                 "instance_uuid": None,
                                  **node_fields.DEFAULTS}
 PORT_DEFAULTS: dict[str, Any] = {"pxe_enabled": True, "extra": {}, "local_link_connection": {},
                                  "physical_network": None}
@@ -114,9 +115,9 @@ def check_node(values: dict) -> dict:
     for name in NODE_DICT_FIELDS:
         if not isinstance(values.get(name), dict):
             problems.append(f"{name}: must be an object")
-    chassis = values.get("chassis_uuid")
-    if chassis is not None and canonical_uuid(chassis) is None:
-        problems.append("chassis_uuid: must be a UUID")
+    for name in ("chassis_uuid", "instance_uuid"):
+        if values.get(name) is not None and canonical_uuid(values[name]) is None:
+            problems.append(f"{name}: must be a UUID")
     try:
         values["maintenance"] = to_bool("maintenance", values.get("maintenance"))
     except ApiError as exc:

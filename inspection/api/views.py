@@ -32,7 +32,7 @@ NODE_FIELDS = ("uuid", "name", "driver", "driver_info", "driver_internal_info", 
 #: Node fields that are no column of ``nodes``: this service has no cleaning, deployment,
 #: servicing, RAID, console or allocations, so they are what Ironic shows for a node that
 #: never had them.
-_UNUSED_FIELDS = {"fault": None, "instance_uuid": None, "console_enabled": False,
+_UNUSED_FIELDS = {"fault": None, "console_enabled": False,
                   "provision_updated_at": None, "clean_step": {}, "deploy_step": {},
                   "service_step": {}, "raid_config": {}, "target_raid_config": {},
                   "allocation_uuid": None}
