@@ -85,6 +85,7 @@ OPERATIONS = (
     _op("GET", _NODE + "/children", "baremetal:node:get", "node"),
     _op("GET", r"/v1/shards", "baremetal:shards:get"),
     _op("GET", r"/v1/ports(/detail)?", "port", "list"),
+    _op("GET", _NODE + r"/ports(/detail)?", "port", "list"),
     _op("POST", r"/v1/ports", "baremetal:port:create", "create_port"),
     _op("GET", _PORT, "baremetal:port:get", "port"),
     _op("PATCH", _PORT, "baremetal:port:update", "port"),

@@ -40,12 +40,12 @@ _SORT_KEYS = {name: getattr(Port, name) for name in (
     "id", "uuid", "address", "pxe_enabled", "physical_network", "created_at", "updated_at")}
 
 
-def _list(path: str, detail_path: bool) -> Response:
+def _list(path: str, detail_path: bool, node_ident: str | None = None) -> Response:
     check_args((*_FILTERS, *PAGE_ARGS, "fields", *(() if detail_path else ("detail",))))
     _, fields = detail_and_fields(PORT_FIELDS, detail_path)
     page = page_args(_SORT_KEYS)
     node_uuid = uuid_arg("node_uuid")
-    ident = request.args.get("node")
+    ident = node_ident if node_ident is not None else request.args.get("node")
     if ident is not None and node_uuid is not None:
         raise ApiError(400, "Specify only one of node and node_uuid")
     address = request.args.get("address")
@@ -79,6 +79,19 @@ def _list(path: str, detail_path: bool) -> Response:
 def list_ports() -> Response:
     """Ports, filtered by node, address or pxe_enabled, sorted and paged as in Ironic."""
     return _list("/v1/ports", detail_path=False)
+
+
+@bp.get("/v1/nodes/<ident(\"detail\"):node_ident>/ports")
+def list_node_ports(node_ident: str) -> Response:
+    """A node's ports (Ironic's sub-resource; as ``GET /v1/ports?node=``)."""
+    return _list(f"/v1/nodes/{node_ident}/ports", detail_path=False, node_ident=node_ident)
+
+
+@bp.get("/v1/nodes/<ident(\"detail\"):node_ident>/ports/detail")
+def list_node_ports_detail(node_ident: str) -> Response:
+    """A node's ports with every field."""
+    return _list(f"/v1/nodes/{node_ident}/ports/detail", detail_path=True,
+                 node_ident=node_ident)
 
 
 @bp.get("/v1/ports/detail")

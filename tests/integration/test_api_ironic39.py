@@ -173,3 +173,19 @@ def test_unversioned_paths_are_served_as_v1(api):
     assert api.client.get(f"/nodes/{node['uuid']}", headers=V).json["uuid"] == node["uuid"]
     assert api.client.get("/ports/detail", headers=V).status_code == 200
     assert "chassis" in api.client.get("/v1").json
+
+
+def test_instance_uuid_is_recorded_and_filtered(api):
+    node = _node(api)
+    instance = str(uuid.uuid4())
+    patched = api.client.patch(f"/v1/nodes/{node['uuid']}", headers=V, json=[
+        {"op": "add", "path": "/instance_uuid", "value": instance}])
+    assert patched.json["instance_uuid"] == instance
+    found = api.client.get(f"/v1/nodes/detail?instance_uuid={instance}", headers=V).json
+    assert [n["uuid"] for n in found["nodes"]] == [node["uuid"]]
+    associated = api.client.get("/v1/nodes?associated=true", headers=V).json["nodes"]
+    assert node["uuid"] in [n["uuid"] for n in associated]
+    api.client.patch(f"/v1/nodes/{node['uuid']}", headers=V,
+                     json=[{"op": "remove", "path": "/instance_uuid"}])
+    free = api.client.get("/v1/nodes?associated=false", headers=V).json["nodes"]
+    assert node["uuid"] in [n["uuid"] for n in free]

@@ -231,9 +231,14 @@ def test_unserved_ironic_endpoints_are_refused_by_name(api, method, path, words)
     assert resp.status_code == 501 and words in error_message(resp), resp.json
 
 
-def test_a_node_s_ports_path_points_to_the_served_one(api):
-    resp = api.client.get("/v1/nodes/n1/ports", headers=V)
-    assert resp.status_code == 501 and "GET /v1/ports?node=<node>" in error_message(resp)
+def test_a_node_s_ports_path_lists_its_ports(api):
+    _create(api, name="n1")
+    assert api.client.post("/v1/ports", headers=V, json={
+        "address": "52:54:00:00:00:31", "node_uuid": "n1"}).status_code == 201
+    for path in ("/v1/nodes/n1/ports", "/v1/nodes/n1/ports/detail"):
+        ports = api.client.get(path, headers=V).json["ports"]
+        assert [p["address"] for p in ports] == ["52:54:00:00:00:31"], path
+    assert api.client.get("/v1/nodes/nosuch/ports", headers=V).status_code == 404
 
 
 def test_unknown_paths_and_missing_nodes_stay_plain_404(api):
