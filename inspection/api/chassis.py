@@ -39,7 +39,7 @@ def chassis_uuid_arg(value: str) -> str:
     """``value`` as a canonical UUID; 400 as Ironic answers a malformed chassis UUID."""
     uuid = canonical_uuid(value)
     if uuid is None:
-        raise ApiError(400, f"Expected a UUID but received {value[:64]}.")
+        raise ApiError(400, f"Expected UUID for chassis_uuid: {value[:64]}")
     return uuid
 
 
