@@ -14,12 +14,16 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
 from tests.support import venvs
 from tests.support.identity import REGION, Keystone
 from tests.support.processes import write_config
 from tests.support.services_procs import free_port, start_api
+
+pytestmark = pytest.mark.slow
 
 EXPECTED = Path(__file__).with_name("tempest_expected_failures.txt")
 SERVICE_PASSWORD = "inspection-service-pass"
@@ -126,14 +130,12 @@ def test_tempest_api_suite_passes_under_keystone(tmp_path_factory):
                              timeout=RUN_TIMEOUT)
         results = _results(workspace, bindir)
     finally:
-        if api is not None:
-            api.stop()
+        stopped = api.stop() if api is not None else 0
         keystone.stop()
     assert results, run.stdout[-3000:] + run.stderr[-3000:]
-    (workspace.parent / "failed.txt").write_text(
-        "".join(f"{t}\n" for t, status in sorted(results.items())
-                if status in ("fail", "failure")))
     failed = {t for t, status in results.items() if status in ("fail", "failure")}
+    # the run's failures, for updating the list when the API changes
+    (home / "failed.txt").write_text("".join(f"{t}\n" for t in sorted(failed)))
     passed = {t for t, status in results.items() if status == "success"}
     unexpected = sorted(failed - listed.keys())
     assert not unexpected, ("tempest tests failed that are not in "
@@ -142,4 +144,4 @@ def test_tempest_api_suite_passes_under_keystone(tmp_path_factory):
     fixed = sorted(passed & listed.keys())
     assert not fixed, f"listed in {EXPECTED.name} but passing now:\n" + "\n".join(fixed)
     assert len(passed) >= MIN_PASSED, (len(passed), len(failed))
-    assert "Traceback" not in api.log_text(), api.log_text()[-5000:]
+    assert stopped == 0 and "Traceback" not in api.log_text(), api.log_text()[-5000:]
