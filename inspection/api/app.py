@@ -14,6 +14,7 @@ from werkzeug.routing import BaseConverter, Map
 from inspection import process_identity
 from inspection.api import (
     authz,
+    chassis,
     continue_inspection,
     crosssite,
     errors,
@@ -134,13 +135,17 @@ class IdentConverter(BaseConverter):
         self.regex = rf"(?!{re.escape(reserved)}$)[^/]+"
 
 
-def _accept_trailing_slash(wsgi_app: Any) -> Any:
+def _normalise_paths(wsgi_app: Any, roots: set[str]) -> Any:
     # python-ironicclient adds a slash before a query string (/v1/nodes/?limit=1), and
-    # Ironic serves every path with or without one.
+    # Ironic serves every path with or without one. Ironic also serves a path without a
+    # version (/nodes, a bookmark link) as v1: so does this API, except its own ``roots``.
     def app(environ: dict, start_response: Any) -> Any:
         path = environ.get("PATH_INFO", "")
         if len(path) > 1 and path.endswith("/"):
-            environ["PATH_INFO"] = path.rstrip("/") or "/"
+            path = path.rstrip("/") or "/"
+        if path.split("/", 2)[1] not in roots:
+            path = "/v1" + path
+        environ["PATH_INFO"] = path
         return wsgi_app(environ, start_response)
 
     return app
@@ -182,9 +187,10 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     _install_auth(app, conf)
     metrics.install(app)
     for module in (versions, openapi, continue_inspection, rules, nodes, traits,
-                   node_groups, power, ports, rule_trials, reprocess):
+                   node_groups, power, ports, rule_trials, reprocess, chassis):
         app.register_blueprint(module.bp)
-    app.wsgi_app = middleware.wrap(_accept_trailing_slash(app.wsgi_app), conf)
+    roots = {rule.rule.split("/", 2)[1] for rule in app.url_map.iter_rules()}
+    app.wsgi_app = middleware.wrap(_normalise_paths(app.wsgi_app, roots), conf)
     return app
 
 

@@ -20,6 +20,7 @@ from oslo_policy import policy
 
 from inspection.api import errors, policies
 from inspection.api.context import ctx
+from inspection.api.nodes_query import without_json_suffix
 from inspection.db.idents import canonical_uuid, node_ident_clause
 from inspection.db.models import Node, Port
 
@@ -28,6 +29,7 @@ LOG = logging.getLogger("inspection.api")
 _NODE = r"/v1/nodes/(?P<node>(?!detail$)[^/]+)"
 _PORT = r"/v1/ports/(?P<port>(?!detail$)[^/]+)"
 _RULES = "/v1/inspection_rules"
+_CHASSIS = r"/v1/chassis/(?!detail$)[^/]+"
 
 #: Ironic's order: the first prefix a patch path starts with names the rule.
 _PATCH_RULES = (
@@ -83,10 +85,16 @@ OPERATIONS = (
     _op("GET", _NODE + "/children", "baremetal:node:get", "node"),
     _op("GET", r"/v1/shards", "baremetal:shards:get"),
     _op("GET", r"/v1/ports(/detail)?", "port", "list"),
+    _op("GET", _NODE + r"/ports(/detail)?", "port", "list"),
     _op("POST", r"/v1/ports", "baremetal:port:create", "create_port"),
     _op("GET", _PORT, "baremetal:port:get", "port"),
     _op("PATCH", _PORT, "baremetal:port:update", "port"),
     _op("DELETE", _PORT, "baremetal:port:delete", "port"),
+    _op("GET", _CHASSIS + r"/nodes(/detail)?", "node", "list"),
+    _op("GET", r"/v1/chassis(/[^/]+)?", "baremetal:chassis:get"),
+    _op("POST", r"/v1/chassis", "baremetal:chassis:create"),
+    _op("PATCH", _CHASSIS, "baremetal:chassis:update"),
+    _op("DELETE", _CHASSIS, "baremetal:chassis:delete"),
     _op("GET", _RULES + r"(/[^/]+)?", "baremetal:inspection_rule:get"),
     _op("POST", _RULES + "/explain", "baremetal:inspection_rule:get"),
     _op("POST", _RULES, "baremetal:inspection_rule:create"),
@@ -199,6 +207,9 @@ def _node_of(ident: str) -> tuple[str | None, str | None] | None:
     with ctx().session() as session:
         row = session.execute(sa.select(Node.owner, Node.lessee)
                               .where(node_ident_clause(ident))).first()
+    stripped = without_json_suffix(ident) if row is None else None
+    if stripped:  # the node the handler will find
+        return _node_of(stripped)
     return None if row is None else (row.owner, row.lessee)
 
 

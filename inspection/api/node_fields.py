@@ -14,6 +14,29 @@ from inspection.db.models import ACTIVE, AVAILABLE, ENROLL, INSPECT_WAIT, INSPEC
 INTERFACES = ("bios", "boot", "console", "deploy", "firmware", "inspect", "management",
               "network", "power", "raid", "rescue", "storage", "vendor")
 INTERFACE_FIELDS = tuple(f"{name}_interface" for name in INTERFACES)
+_NO = {"bios": "no-bios", "console": "no-console", "firmware": "no-firmware",
+       "raid": "no-raid", "rescue": "no-rescue", "storage": "noop", "network": "noop",
+       "boot": "ipxe", "deploy": "direct", "inspect": "agent"}
+#: The interfaces Ironic gives a node of each hardware type when none is named (its
+#: defaults with each type's own implementations enabled); the inspect interface defaults
+#: to ``agent``, the one this service inspects with, whatever the type.
+HARDWARE_DEFAULTS: dict[str, dict[str, str]] = {
+    "fake-hardware": {**dict.fromkeys(INTERFACES, "fake"), "inspect": "agent",
+                      "network": "noop", "storage": "noop"},
+    "ipmi": {**_NO, "management": "ipmitool", "power": "ipmitool", "vendor": "ipmitool"},
+    "redfish": {**_NO, "bios": "redfish", "firmware": "redfish", "management": "redfish",
+                "power": "redfish", "vendor": "redfish"},
+}
+
+
+def fill_interfaces(values: dict, driver: str | None) -> None:
+    """Give each unset interface field of ``values`` the hardware type's default (as
+    Ironic does; a type without known defaults keeps them unset)."""
+    defaults = HARDWARE_DEFAULTS.get(driver or "", {})
+    for name in INTERFACES:
+        if name != "inspect" and values.get(f"{name}_interface") is None \
+                and name in defaults:
+            values[f"{name}_interface"] = defaults[name]
 #: The minor API version (1.x) at which Ironic 39 started showing and accepting each field;
 #: a field not listed here is in every version.
 FIELD_VERSIONS: dict[str, int] = {
@@ -25,6 +48,9 @@ FIELD_VERSIONS: dict[str, int] = {
     "fault": 42, "conductor_group": 46, "protected": 48, "protected_reason": 48,
     "owner": 50, "description": 51, "retired": 61, "retired_reason": 61, "lessee": 65,
     "network_data": 66, "shard": 82, "parent_node": 83, "firmware_interface": 86,
+    "clean_step": 7, "raid_config": 12, "target_raid_config": 12, "deploy_step": 44,
+    "automated_clean": 47, "conductor": 49, "allocation_uuid": 52, "boot_mode": 75,
+    "secure_boot": 75, "service_step": 87, "disable_power_off": 95,
 }
 #: String fields added here (``inspect_interface`` is an enrolment field) and their longest
 #: value: Ironic's 4096 for descriptions, the column's size otherwise (reasons are capped
@@ -151,6 +177,12 @@ def check_transition(node_uuid: str, state: str, maintenance: bool, before: dict
         if after.get(reason) and after.get(reason) != before.get(reason) \
                 and not after.get(flag):
             raise ApiError(400, f"The {reason} field can only be set when {flag} is True")
+    if after.get("driver") != before.get("driver") and after.get("driver") != "fake-hardware":
+        fake = [f for f in INTERFACE_FIELDS if str(after.get(f) or "").startswith("fake")]
+        if fake:  # as Ironic: the fake interfaces belong to fake-hardware alone
+            raise ApiError(400, f"Interface {fake[0]}={after[fake[0]]!r} is not valid for "
+                                f"hardware type {after.get('driver')!r}: change it too, or "
+                                f"pass reset_interfaces=true")
     changed = [f for f in INTERFACE_FIELDS if f in after and after[f] != before.get(f)]
     if changed and not maintenance and state not in INTERFACE_UPDATE_STATES:
         raise ApiError(409, f"Node {node_uuid} can not have {changed[0]} updated unless it "

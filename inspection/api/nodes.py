@@ -17,7 +17,7 @@ from inspection.api.nodes_filters import (
     field_filters,
     parent_uuid,
 )
-from inspection.api.nodes_query import find_node, node_traits, stored_inventory
+from inspection.api.nodes_query import chassis_id, find_node, node_traits, stored_inventory
 from inspection.api.pagination import (
     PAGE_ARGS,
     bool_filter,
@@ -28,6 +28,7 @@ from inspection.api.pagination import (
     next_link,
     page_args,
     paginate,
+    uuid_arg,
 )
 from inspection.api.patching import (
     NODE_DEFAULTS,
@@ -39,7 +40,7 @@ from inspection.api.patching import (
     size_problems,
 )
 from inspection.api.patching import apply as apply_patch
-from inspection.api.versions import require, require_for
+from inspection.api.versions import allows, require, require_for
 from inspection.api.views import (
     BRIEF_NODE_FIELDS,
     COMPUTED_NODE_FIELDS,
@@ -48,7 +49,9 @@ from inspection.api.views import (
     mask_secrets,
     node_view,
 )
+from inspection.db.idents import canonical_uuid
 from inspection.db.models import (
+    AVAILABLE,
     ENROLL,
     INSPECTING,
     INSPECTION_STATES,
@@ -71,11 +74,13 @@ MAINTENANCE_REASON_LENGTH = 4096
 
 #: Inspect interface of nodes created through the API (rules run for it by default).
 DEFAULT_INSPECT_INTERFACE = "agent"
-_CREATE_FIELDS = {"uuid", *NODE_DICT_FIELDS, *NODE_STR_FIELDS, *node_fields.CREATE_FIELDS}
+_CREATE_FIELDS = {"uuid", "chassis_uuid", *NODE_DICT_FIELDS, *NODE_STR_FIELDS,
+                  *node_fields.CREATE_FIELDS}
 #: Filters of GET /v1/nodes (Ironic's, where this service holds the field, and ours).
-_FILTERS = ("provision_state", "driver", "maintenance", "resource_class", "conductor_group",
-            "fault", "auto_discovered", "owner", "lessee", "project", "description_contains",
-            "shard", "sharded", "retired", "parent_node", "include_children")
+_FILTERS = ("chassis_uuid", "instance_uuid", "associated", "conductor", "provision_state",
+            "driver", "maintenance", "resource_class", "conductor_group", "fault",
+            "auto_discovered", "owner", "lessee", "project", "description_contains", "shard",
+            "sharded", "retired", "parent_node", "include_children")
 #: The version at which Ironic added each provision verb served here (1.x).
 _VERB_VERSIONS = {"manage": 4, "inspect": 6, "abort": 13}
 #: Sort keys: Ironic refuses its JSON columns; so do we.
@@ -94,14 +99,16 @@ def _view(session: Session, node: Node, fields: list[str] | None = None) -> dict
         node.owner, node.lessee)
 
 
-def _list(path: str, detail_path: bool) -> Response:
+def _list(path: str, detail_path: bool, chassis_uuid: str | None = None) -> Response:
     check_args((*_FILTERS, *PAGE_ARGS, "fields", *(() if detail_path else ("detail",))))
+    chassis_uuid = chassis_uuid or uuid_arg("chassis_uuid")
     detail, fields = detail_and_fields(NODE_FIELD_CHOICES, detail_path)
     page = page_args(_SORT_KEYS)
     # Only the columns shown: decoding every JSON column of 1000 nodes is most of a page.
     shown = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
     columns = {getattr(Node, name) for name in shown if name not in COMPUTED_NODE_FIELDS}
     # owner and lessee decide what the policies let this user see of each node
+    c = ctx()
     query = authz.narrow_nodes(sa.select(Node).options(
         load_only(Node.id, Node.uuid, Node.owner, Node.lessee, *columns)))
     check_filter_versions()
@@ -114,6 +121,16 @@ def _list(path: str, detail_path: bool) -> Response:
     group = request.args.get("conductor_group")
     if group is not None:  # Ironic stores and compares conductor groups in lower case
         query = query.where(sa.func.lower(Node.conductor_group) == group.lower())
+    instance = uuid_arg("instance_uuid")
+    if instance is not None:
+        query = query.where(Node.instance_uuid == instance)
+    associated = bool_filter("associated")
+    if associated is not None:  # recorded by whoever deploys; this service never does
+        query = query.where(Node.instance_uuid.is_not(None) if associated
+                            else Node.instance_uuid.is_(None))
+    conductor = request.args.get("conductor")
+    if conductor is not None and conductor != c.conf.host:
+        query = query.where(sa.false())  # every node is served by this host
     if request.args.get("fault") is not None:
         query = query.where(sa.false())  # no node of this service ever has a fault
     for name in ("maintenance", "auto_discovered", "retired"):
@@ -121,7 +138,8 @@ def _list(path: str, detail_path: bool) -> Response:
         if flag is not None:
             query = query.where(sa.func.coalesce(getattr(Node, name), False) == flag)
     query = field_filters(query)
-    c = ctx()
+    if chassis_uuid is not None:
+        query = query.where(Node.chassis_uuid == chassis_uuid)
     with c.session() as session:
         query = children_filter(session, query)
         marker = find_node(session, page.marker) if page.marker else None
@@ -145,6 +163,11 @@ def list_nodes() -> Response:
     return _list("/v1/nodes", detail_path=False)
 
 
+def list_nodes_of(path: str, detail_path: bool, chassis_uuid: str) -> Response:
+    """The nodes of a chassis, listed as ``GET /v1/nodes`` lists them."""
+    return _list(path, detail_path, chassis_uuid)
+
+
 @bp.get("/v1/nodes/detail")
 def list_nodes_detail() -> Response:
     """Nodes with every field (Ironic's ``/v1/nodes/detail``, used by ``node list --long``)."""
@@ -164,11 +187,9 @@ def _check_create(body: dict) -> list[str]:
             problems.append(f"{name}: must be an object")
     if isinstance(body.get("name"), str):
         problems.extend(node_name_problems(body["name"]))
-    if body.get("uuid") is not None:
-        try:
-            uuidlib.UUID(str(body["uuid"]))
-        except ValueError:
-            problems.append("uuid: must be a UUID")
+    for name in ("uuid", "chassis_uuid"):
+        if body.get(name) is not None and canonical_uuid(body[name]) is None:
+            problems.append(f"{name}: must be a UUID")
     problems.extend(node_fields.check(body, node_fields.CREATE_FIELDS))
     problems.extend(node_fields.reason_problems(body))
     return problems
@@ -187,6 +208,9 @@ def create_node() -> tuple[Response, int, dict]:
         raise ApiError(400, "Invalid node: " + "; ".join(problems), problems=problems)
     node_uuid = str(uuidlib.UUID(str(body["uuid"]))) if body.get("uuid") else \
         str(uuidlib.uuid4())
+    fields = {name: body.get(name) for name in node_fields.CREATE_FIELDS
+              if name != "inspect_interface"}
+    node_fields.fill_interfaces(fields, body["driver"])
     node = Node(uuid=node_uuid, name=body.get("name"), driver=body["driver"],
                 driver_info=body.get("driver_info") or {}, driver_internal_info={},
                 properties=body.get("properties") or {}, extra=body.get("extra") or {},
@@ -194,11 +218,12 @@ def create_node() -> tuple[Response, int, dict]:
                 inspect_interface=body.get("inspect_interface") or DEFAULT_INSPECT_INTERFACE,
                 resource_class=body.get("resource_class"),
                 conductor_group=(body.get("conductor_group") or "").lower(),
-                provision_state=states.INITIAL, auto_discovered=False,
-                **{name: body.get(name) for name in node_fields.CREATE_FIELDS
-                   if name != "inspect_interface"})
+                # below 1.11 Ironic had no enroll state: nodes started available
+                provision_state=states.INITIAL if allows(11) else AVAILABLE,
+                auto_discovered=False, **fields)
     node.retired = bool(node.retired)
     node.network_data = node.network_data or {}
+    node.disable_power_off = False
     if authz.policy_owner():
         # A project-scoped creator's node belongs to its project, as in Ironic.
         node.owner = authz.policy_owner()
@@ -206,6 +231,7 @@ def create_node() -> tuple[Response, int, dict]:
         with c.session() as session:
             if node.parent_node:  # stored as the parent's UUID, as Ironic does
                 node.parent_node = parent_uuid(session, node.parent_node)
+            node.chassis_id = chassis_id(session, body.get("chassis_uuid"))
             session.add(node)
             session.flush()
             view = node_view(node)
@@ -260,6 +286,7 @@ def patch_node(node_ident: str) -> Response:
                 for name in node_fields.INTERFACE_FIELDS:
                     if values[name] == before[name]:
                         values[name] = NODE_DEFAULTS[name]
+            node_fields.fill_interfaces(values, values["driver"])
             node_fields.check_transition(node.uuid, node.provision_state,
                                          values["maintenance"], before, values)
             if values["parent_node"] and values["parent_node"] != before["parent_node"]:
@@ -268,6 +295,11 @@ def patch_node(node_ident: str) -> Response:
                     raise ApiError(400, "parent_node: a node cannot be its own parent")
             if before["maintenance"] and not values["maintenance"]:
                 node.maintenance_reason = None  # as Ironic, out of maintenance
+            chassis = values.pop("chassis_uuid")
+            if chassis != before.pop("chassis_uuid"):
+                if chassis is None:  # Ironic lets a node leave its chassis from 1.25
+                    require_for(25, "removing chassis_uuid")
+                node.chassis_id = chassis_id(session, chassis)
             for name, value in values.items():
                 if value != before[name]:
                     setattr(node, name, value)

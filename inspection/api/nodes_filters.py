@@ -16,8 +16,12 @@ from inspection.db.models import Node
 from inspection.errors import NotFound
 
 #: The version at which Ironic added each filter (1.x); the others are in every version.
-FILTER_VERSIONS = {"owner": 50, "lessee": 65, "retired": 61, "shard": 82, "sharded": 82,
+FILTER_VERSIONS = {"driver": 16, "resource_class": 21, "fault": 42, "conductor_group": 46,
+                   "conductor": 49, "owner": 50, "retired": 61, "lessee": 65, "shard": 82,
+                   "sharded": 82,
                    "parent_node": 83, "include_children": 83}
+#: Ironic's faults: the values ``?fault=`` takes.
+VALID_FAULTS = ("power failure", "clean failure", "rescue abort failure", "service failure")
 
 
 def check_filter_versions() -> None:
@@ -25,6 +29,10 @@ def check_filter_versions() -> None:
     for name, minor in FILTER_VERSIONS.items():
         if name in request.args:
             require_for(minor, f"filtering nodes by {name}")
+    fault = request.args.get("fault")
+    if fault is not None and fault not in VALID_FAULTS:
+        raise ApiError(400, f'Unrecognized fault "{fault[:64]}" is specified, allowed faults '
+                            f'are {", ".join(VALID_FAULTS)}')
 
 
 def field_filters(query: sa.Select) -> sa.Select:

@@ -1,12 +1,26 @@
 """Finding nodes and ports named in a URL (by UUID or name), inside the caller's session."""
 
+import re
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from inspection.api.errors import ApiError
+from inspection.api.versions import allows
 from inspection.db.idents import canonical_uuid, node_ident_clause
-from inspection.db.models import Node, NodeInventory, NodeTrait, Port
+from inspection.db.models import Chassis, Node, NodeInventory, NodeTrait, Port
 from inspection.errors import NotFound
+
+#: Ironic's logical names (RFC 3986 unreserved characters), which identify ports from 1.88.
+LOGICAL_NAME = re.compile(r"[A-Za-z0-9._~-]{1,255}")
+
+
+def without_json_suffix(ident: str) -> str | None:
+    """``ident`` without ``.json`` when the request may name a node so (Ironic serves
+    ``/v1/nodes/<node>.json`` up to 1.90), else None."""
+    if ident.endswith(".json") and not allows(91):
+        return ident[:-len(".json")]
+    return None
 
 
 def find_node(session: Session, ident: str, for_update: bool = False) -> Node:
@@ -15,6 +29,9 @@ def find_node(session: Session, ident: str, for_update: bool = False) -> Node:
     if for_update:
         query = query.with_for_update()
     node = session.execute(query).scalar_one_or_none()
+    stripped = without_json_suffix(ident) if node is None else None
+    if stripped:
+        return find_node(session, stripped, for_update)
     if node is None:
         raise NotFound(f"node {ident[:64]} not found",
                        message=f"Node {ident[:64]} could not be found")
@@ -22,15 +39,30 @@ def find_node(session: Session, ident: str, for_update: bool = False) -> Node:
 
 
 def find_port(session: Session, ident: str) -> Port:
-    """The port with this UUID; :class:`NotFound` otherwise."""
+    """The port with this UUID; :class:`NotFound` otherwise, 400 (as Ironic) when
+    ``ident`` can be neither a UUID nor a name (a MAC address, say)."""
     port = None
     uuid = canonical_uuid(ident)
+    if uuid is None and not LOGICAL_NAME.fullmatch(ident):
+        raise ApiError(400, f"Expected a logical name or UUID but received {ident[:64]}")
     if uuid is not None:
         port = session.execute(sa.select(Port).where(Port.uuid == uuid)).scalar_one_or_none()
     if port is None:
         raise NotFound(f"port {ident[:64]} not found",
                        message=f"Port {ident[:64]} could not be found")
     return port
+
+
+def chassis_id(session: Session, uuid: str | None) -> int | None:
+    """The id of the chassis a node names (None for none); 400 for an unknown chassis, as
+    Ironic answers on a node request."""
+    if not uuid:
+        return None
+    row = session.execute(sa.select(Chassis.id).where(
+        Chassis.uuid == canonical_uuid(uuid))).scalar_one_or_none()
+    if row is None:
+        raise ApiError(400, f"Chassis {str(uuid)[:64]} could not be found.")
+    return row
 
 
 def stored_inventory(session: Session, node: Node) -> NodeInventory | None:

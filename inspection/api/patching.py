@@ -30,7 +30,8 @@ NODE_DICT_FIELDS = ("driver_info", "properties", "extra", "instance_info")
 NODE_STR_FIELDS = {"name": 255, "driver": 255, "inspect_interface": 255, "resource_class": 80,
                    "conductor_group": 255}
 #: Node fields a PATCH may change (Ironic's updatable fields that this service stores).
-NODE_PATCHABLE = (*NODE_DICT_FIELDS, *NODE_STR_FIELDS, "maintenance", *node_fields.PATCHABLE)
+NODE_PATCHABLE = (*NODE_DICT_FIELDS, *NODE_STR_FIELDS, "maintenance", "chassis_uuid",
+                  "instance_uuid", *node_fields.PATCHABLE)
 #: Port fields a PATCH may change.
 PORT_PATCHABLE = ("address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
                   "physical_network")
@@ -38,7 +39,9 @@ PORT_PATCHABLE = ("address", "node_uuid", "pxe_enabled", "extra", "local_link_co
 NODE_DEFAULTS: dict[str, Any] = {"driver_info": {}, "properties": {}, "extra": {},
                                  "instance_info": {}, "name": None, "resource_class": None,
                                  "conductor_group": "", "inspect_interface": "agent",
-                                 "maintenance": False, **node_fields.DEFAULTS}
+                                 "maintenance": False, "chassis_uuid": None,
+                                 "instance_uuid": None,
+                                 **node_fields.DEFAULTS}
 PORT_DEFAULTS: dict[str, Any] = {"pxe_enabled": True, "extra": {}, "local_link_connection": {},
                                  "physical_network": None}
 
@@ -151,6 +154,9 @@ def check_node(values: dict) -> dict:
     for name in NODE_DICT_FIELDS:
         if not isinstance(values.get(name), dict):
             problems.append(f"{name}: must be an object")
+    for name in ("chassis_uuid", "instance_uuid"):
+        if values.get(name) is not None and canonical_uuid(values[name]) is None:
+            problems.append(f"{name}: must be a UUID")
     try:
         values["maintenance"] = to_bool("maintenance", values.get("maintenance"))
     except ApiError as exc:

@@ -204,6 +204,28 @@ port_policies = [
           [("PATCH", PORT)], _ADMIN),
 ]
 
+CHASSIS = "/v1/chassis/{chassis_id}"
+
+
+def _system_rule(name: str, check: str, description: str,
+                 operations: Iterable[tuple[str, str]], deprecated: str) -> policy.RuleDefault:
+    rule = _rule(name, check, description, operations, deprecated)
+    rule.scope_types = ["system"]  # as Ironic: chassis are no project's
+    return rule
+
+
+chassis_policies = [
+    _system_rule("baremetal:chassis:get", SYSTEM_READER, "Retrieve Chassis records",
+                 [("GET", "/v1/chassis"), ("GET", "/v1/chassis/detail"), ("GET", CHASSIS)],
+                 _GET),
+    _system_rule("baremetal:chassis:create", SYSTEM_ADMIN, "Create Chassis records",
+                 [("POST", "/v1/chassis")], _ADMIN),
+    _system_rule("baremetal:chassis:delete", SYSTEM_ADMIN, "Delete Chassis records",
+                 [("DELETE", CHASSIS)], _ADMIN),
+    _system_rule("baremetal:chassis:update", SYSTEM_ADMIN, "Update Chassis records",
+                 [("PATCH", CHASSIS)], _ADMIN),
+]
+
 rule_policies = [
     _rule("baremetal:inspection_rule:get", SYSTEM_READER,
           "Get inspection rules, and explain what they would do",
@@ -231,5 +253,5 @@ service_policies = [
 
 def list_policies() -> Iterable[policy.RuleDefault]:
     """Every default policy (the ``oslo.policy.policies`` entry point)."""
-    return itertools.chain(general_policies, node_policies, port_policies, rule_policies,
-                           service_policies)
+    return itertools.chain(general_policies, node_policies, port_policies, chassis_policies,
+                           rule_policies, service_policies)

@@ -6,6 +6,7 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
+from sqlalchemy.orm import Session
 
 from inspection.api import authz
 from inspection.api.context import ctx, json_body, json_object, to_bool
@@ -25,27 +26,30 @@ from inspection.api.pagination import (
 )
 from inspection.api.patching import PORT_DEFAULTS, PORT_PATCHABLE, check_port, size_problems
 from inspection.api.patching import apply as apply_patch
-from inspection.api.views import PORT_FIELDS, port_view
-from inspection.db.models import Port
+from inspection.api.versions import allows, require_for
+from inspection.api.views import PORT_FIELD_VERSIONS, PORT_FIELDS, port_view
+from inspection.db.idents import canonical_uuid
+from inspection.db.models import Node, Port
+from inspection.errors import NotFound
 from inspection.reservation import NodeTask, reserved_node
 from pxe_filter.broadcast import NodePorts
 from pxe_filter.common.macs import InvalidMAC, normalize_mac
 
 bp = Blueprint("ports", __name__)
 
-_FIELDS = {"address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
+_FIELDS = {"uuid", "address", "node_uuid", "pxe_enabled", "extra", "local_link_connection",
            "physical_network"}
 _FILTERS = ("node", "node_uuid", "address", "pxe_enabled")
 _SORT_KEYS = {name: getattr(Port, name) for name in (
     "id", "uuid", "address", "pxe_enabled", "physical_network", "created_at", "updated_at")}
 
 
-def _list(path: str, detail_path: bool) -> Response:
+def _list(path: str, detail_path: bool, node_ident: str | None = None) -> Response:
     check_args((*_FILTERS, *PAGE_ARGS, "fields", *(() if detail_path else ("detail",))))
     _, fields = detail_and_fields(PORT_FIELDS, detail_path)
     page = page_args(_SORT_KEYS)
     node_uuid = uuid_arg("node_uuid")
-    ident = request.args.get("node")
+    ident = node_ident if node_ident is not None else request.args.get("node")
     if ident is not None and node_uuid is not None:
         raise ApiError(400, "Specify only one of node and node_uuid")
     address = request.args.get("address")
@@ -87,6 +91,19 @@ def list_ports() -> Response:
     return _list("/v1/ports", detail_path=False)
 
 
+@bp.get("/v1/nodes/<ident(\"detail\"):node_ident>/ports")
+def list_node_ports(node_ident: str) -> Response:
+    """A node's ports (Ironic's sub-resource; as ``GET /v1/ports?node=``)."""
+    return _list(f"/v1/nodes/{node_ident}/ports", detail_path=False, node_ident=node_ident)
+
+
+@bp.get("/v1/nodes/<ident(\"detail\"):node_ident>/ports/detail")
+def list_node_ports_detail(node_ident: str) -> Response:
+    """A node's ports with every field."""
+    return _list(f"/v1/nodes/{node_ident}/ports/detail", detail_path=True,
+                 node_ident=node_ident)
+
+
 @bp.get("/v1/ports/detail")
 def list_ports_detail() -> Response:
     """Ports with every field (Ironic's ``/v1/ports/detail``, used by ``port list --long``)."""
@@ -108,13 +125,26 @@ def _check(body: dict) -> list[str]:
     network = body.get("physical_network")
     if network is not None and (not isinstance(network, str) or len(network) > 64):
         problems.append("physical_network: must be a string of at most 64 characters")
+    if body.get("uuid") is not None and canonical_uuid(body["uuid"]) is None:
+        problems.append("uuid: must be a UUID")
     return problems
+
+
+def _port_node(session: Session, ident: str) -> Node:
+    """The node a port is put on: 400 when there is none, as Ironic answers."""
+    try:
+        return find_node(session, ident)
+    except NotFound:
+        raise ApiError(400, f"Node {ident[:64]} could not be found.") from None
 
 
 @bp.post("/v1/ports")
 def create_port() -> tuple[Response, int, dict]:
     """Add a port (MAC) to a node; 201 with its Location."""
     body = json_object()
+    for name, value in body.items():  # newer than the request's version: 406, as Ironic
+        if value is not None and not allows(PORT_FIELD_VERSIONS.get(name, 1)):
+            require_for(PORT_FIELD_VERSIONS[name], f"setting the port field {name}")
     problems = _check(body) + size_problems(body, ctx().conf.inspection_rules.max_node_size,
                                             "port")
     try:
@@ -125,12 +155,14 @@ def create_port() -> tuple[Response, int, dict]:
         raise ApiError(400, "Invalid port: " + "; ".join(problems), problems=problems)
     c = ctx()
     try:
-        with reserved_node(c.engine, c.owner, body["node_uuid"],
-                           notifier=c.notifier) as task:
+        with c.session() as session:  # an unknown node is a bad request, as in Ironic
+            node_ident = _port_node(session, body["node_uuid"]).uuid
+        port_uuid = canonical_uuid(body["uuid"]) if body.get("uuid") else str(uuidlib.uuid4())
+        with reserved_node(c.engine, c.owner, node_ident, notifier=c.notifier) as task:
             node, session = task.node, task.session
             # Checked again under the reservation: the owner may have changed since.
             authz.check_touched("baremetal:port:create", node)
-            port = Port(uuid=str(uuidlib.uuid4()), address=address, node_id=node.id,
+            port = Port(uuid=port_uuid, address=address, node_id=node.id,
                         pxe_enabled=body.get("pxe_enabled", True),
                         extra=body.get("extra") or {},
                         local_link_connection=body.get("local_link_connection") or {},
@@ -142,8 +174,8 @@ def create_port() -> tuple[Response, int, dict]:
             # inspection) the wildcard would otherwise serve this NIC until the next sync.
             task.announce(NodePorts(node.provision_state, node.inspect_interface, (address,)))
     except sa.exc.IntegrityError as exc:
-        raise integrity_error(exc, f"A port with MAC address {address} already exists",
-                              "port") from None
+        raise integrity_error(exc, f"A port with MAC address {address} or UUID {port_uuid} "
+                                   f"already exists", "port") from None
     return jsonify(view), 201, {"Location": view["links"][0]["href"]}
 
 
@@ -168,6 +200,11 @@ def patch_port(port_id: str) -> Response:
     """
     check_args(())
     body = json_body()
+    for op in body if isinstance(body, list) else ():
+        field = str(op.get("path", "")).lstrip("/").split("/", 1)[0] \
+            if isinstance(op, dict) else ""
+        if not allows(PORT_FIELD_VERSIONS.get(field, 1)):
+            require_for(PORT_FIELD_VERSIONS[field], f"changing the port field {field}")
     c = ctx()
     try:
         with _port_task(c, port_id) as (task, port):
@@ -184,7 +221,7 @@ def patch_port(port_id: str) -> Response:
             if values["node_uuid"] != before["node_uuid"]:
                 # A move changes the destination too: it is reserved, and the user must be
                 # allowed to change its ports (Ironic authorises every node it touches).
-                node = task.reserve(find_node(session, values["node_uuid"]).id)
+                node = task.reserve(_port_node(session, values["node_uuid"]).id)
                 authz.check_touched("baremetal:port:update", node,
                                     f"Node {values['node_uuid'][:64]} could not be found")
             old_address = port.address

@@ -5,9 +5,11 @@ from flask import Blueprint, Response, jsonify
 
 from inspection.api.context import ctx, json_object
 from inspection.api.errors import ApiError
+from inspection.api.node_fields import FIELD_VERSIONS
 from inspection.api.nodes_query import find_node
 from inspection.api.pagination import check_args
-from inspection.api.versions import require
+from inspection.api.versions import allows, require
+from inspection.api.views import shown_state
 from inspection.db.models import Node
 from inspection.power import drivers
 from inspection.power import tasks as power_tasks
@@ -63,15 +65,18 @@ def node_states(node_ident: str) -> Response:
     c = ctx()
     with c.session() as session:
         node = find_node(session, node_ident)
-        updated = node.updated_at or node.created_at
-        return jsonify({
+        body = {
             "console_enabled": False, "last_error": node.last_error,
-            "power_state": node.power_state, "provision_state": node.provision_state,
-            "provision_updated_at": updated.isoformat() + "+00:00" if updated else None,
+            "power_state": node.power_state,
+            "provision_state": shown_state(node.provision_state),
+            "provision_updated_at": None,  # as on the node: this service keeps no such time
             "target_power_state": node.target_power_state,
             "target_provision_state": node.target_provision_state,
             "raid_config": {}, "target_raid_config": {},
-            "boot_mode": node.boot_mode, "secure_boot": node.secure_boot})
+            "boot_mode": node.boot_mode, "secure_boot": node.secure_boot}
+        # fields Ironic added later, hidden from older clients as Ironic hides them
+        return jsonify({name: value for name, value in body.items()
+                        if allows(FIELD_VERSIONS.get(name, 1))})
 
 
 def _power_target() -> tuple[str, int | None]:

@@ -17,7 +17,6 @@ _NODE = r"/v1/nodes/[^/]+"
 UNSERVED: list[tuple[str, str, str]] = [
     (r"/v1/drivers", "/v1/drivers", "driver listing"),
     (r"/v1/drivers/.+", "/v1/drivers/{driver}", "driver information"),
-    (r"/v1/chassis(/.*)?", "/v1/chassis", "chassis"),
     (r"/v1/portgroups(/.*)?", "/v1/portgroups", "port group management"),
     (r"/v1/volume(/.*)?", "/v1/volume", "volume management"),
     (r"/v1/(lookup|heartbeat)(/.*)?", "/v1/lookup, /v1/heartbeat",
@@ -53,7 +52,6 @@ UNSERVED: list[tuple[str, str, str]] = [
     (_NODE + r"/firmware(/.*)?", "/v1/nodes/{node}/firmware", "firmware management"),
     (_NODE + r"/vmedia(/.*)?", "/v1/nodes/{node}/vmedia", "virtual media management"),
     (_NODE + r"/portgroups(/.*)?", "/v1/nodes/{node}/portgroups", "port group management"),
-    (_NODE + r"/ports(/.*)?", "/v1/nodes/{node}/ports", "port listing by node path"),
 ]
 _COMPILED = [(re.compile(pattern), endpoint, what) for pattern, endpoint, what in UNSERVED]
 
@@ -66,16 +64,11 @@ def refusal(path: str) -> tuple[str, str] | None:
     return None
 
 
-#: Where a feature served differently here is found instead (else: a full Ironic).
-HINTS = {"/v1/nodes/{node}/ports": "List a node's ports with GET /v1/ports?node=<node>."}
-
-
 def message(endpoint: str, what: str) -> str:
     """What the client is told: the feature, the endpoint, and where to get it."""
-    hint = HINTS.get(endpoint, f"Use a full Ironic deployment for {what}.")
     return (f"{what[0].upper()}{what[1:]} is not available through this service: it serves "
             f"Ironic's API for enrolment, inspection and inspection rules only, not "
-            f"{endpoint}. {hint}")
+            f"{endpoint}. Use a full Ironic deployment for {what}.")
 
 
 def install(app: Flask) -> None:

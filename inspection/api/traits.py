@@ -4,7 +4,7 @@ import re
 
 import os_traits
 import sqlalchemy as sa
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, jsonify, request
 
 from inspection.api.context import ctx, json_body
 from inspection.api.errors import ApiError
@@ -35,9 +35,17 @@ def _check_trait(trait: object) -> str:
                         f"letters, digits and '_', at most 255 characters")
 
 
+def _require_traits() -> None:
+    """Below 1.37 Ironic has no traits path: it answers as for the node path it takes the
+    request for (406 for a GET, 405 for a PUT, 404 for a DELETE)."""
+    status = {"GET": 406, "PUT": 405}.get(request.method, 404)
+    require(37, status, "The resource could not be found." if status == 404 else
+            "Request not acceptable." if status == 406 else
+            "The method is not allowed for this resource")
+
+
 def _replace(node_ident: str, change) -> tuple[str, int]:
     """Apply ``change(current traits) -> new traits`` under the node's reservation."""
-    require(37, 404, "The resource could not be found.")
     c = ctx()
     with reserved_node(c.engine, c.owner, node_ident) as task:
         session, node_id, node_uuid = task.session, task.node_id, task.node.uuid
@@ -58,7 +66,7 @@ def _replace(node_ident: str, change) -> tuple[str, int]:
 @bp.get("/v1/nodes/<ident(\"detail\"):node_ident>/traits")
 def list_traits(node_ident: str) -> Response:
     """The node's traits, sorted (``baremetal node trait list``)."""
-    require(37, 404, "The resource could not be found.")
+    _require_traits()
     check_args(())
     c = ctx()
     with c.session() as session:
@@ -69,6 +77,7 @@ def list_traits(node_ident: str) -> Response:
 @bp.put("/v1/nodes/<ident(\"detail\"):node_ident>/traits")
 def set_traits(node_ident: str) -> tuple[str, int]:
     """Replace every trait with ``{"traits": [...]}``; 204."""
+    _require_traits()
     check_args(())
     body = json_body(required=False)
     if not isinstance(body, dict) or set(body) != {"traits"} \
@@ -81,6 +90,7 @@ def set_traits(node_ident: str) -> tuple[str, int]:
 @bp.put("/v1/nodes/<ident(\"detail\"):node_ident>/traits/<trait>")
 def add_trait(node_ident: str, trait: str) -> tuple[str, int, dict]:
     """Add one trait (no body); 204 with its Location."""
+    _require_traits()
     check_args(())
     if json_body(required=False):
         raise ApiError(400, "No body should be provided when adding a trait")
@@ -92,6 +102,7 @@ def add_trait(node_ident: str, trait: str) -> tuple[str, int, dict]:
 @bp.delete("/v1/nodes/<ident(\"detail\"):node_ident>/traits")
 def remove_traits(node_ident: str) -> tuple[str, int]:
     """Remove every trait; 204."""
+    _require_traits()
     check_args(())
     return _replace(node_ident, lambda current, uuid: set())
 
@@ -99,6 +110,7 @@ def remove_traits(node_ident: str) -> tuple[str, int]:
 @bp.delete("/v1/nodes/<ident(\"detail\"):node_ident>/traits/<trait>")
 def remove_trait(node_ident: str, trait: str) -> tuple[str, int]:
     """Remove one trait; 404 when the node lacks it, as in Ironic."""
+    _require_traits()
     check_args(())
 
     def without(current: set[str], uuid: str) -> set[str]:

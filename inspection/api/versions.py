@@ -134,9 +134,9 @@ def link(rel: str, path: str) -> dict:
 
 
 def resource_links(name: str) -> list[dict]:
-    """The self link of a resource path such as ``nodes/UUID`` (Ironic also gives a bookmark
-    link without ``/v1``, a path form this API does not serve)."""
-    return [link("self", f"/v1/{name}")]
+    """The self and bookmark links of a resource path such as ``nodes/UUID``, as Ironic gives
+    them (the bookmark has no version: unversioned paths are served as v1)."""
+    return [link("self", f"/v1/{name}"), link("bookmark", f"/{name}")]
 
 
 def _version_document() -> dict:
@@ -161,7 +161,7 @@ def version() -> Response:
             "media_types": {"base": "application/json",
                             "type": "application/vnd.openstack.ironic.v1+json"},
             "version": _version_document()}
-    for name in ("nodes", "ports", "inspection_rules", "continue_inspection"):
-        body[name] = [link("self", f"/v1/{name}/")]
+    for name in ("chassis", "nodes", "ports", "inspection_rules", "continue_inspection"):
+        body[name] = [link("self", f"/v1/{name}/"), link("bookmark", f"/{name}/")]
     body["openapi"] = [link("describedby", "/v1/openapi.json")]
     return jsonify(body)

@@ -14,7 +14,7 @@ from pxe_filter.common.database import DatabaseError, check_connection, describe
 #: Our own version table, so that Ironic's ``alembic_version`` is never confused with ours.
 VERSION_TABLE = "inspection_alembic_version"
 # Tables that only Ironic creates: their presence means ironic-dbsync owns this schema.
-_IRONIC_MARKERS = ("alembic_version", "conductors", "chassis")
+_IRONIC_MARKERS = ("alembic_version", "conductors")
 
 
 class ForeignSchemaError(DatabaseError):

@@ -16,9 +16,16 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    select,
     text,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    column_property,
+    mapped_column,
+    relationship,
+)
 
 from inspection.db.types import JsonEncodedDict, JsonEncodedList
 
@@ -49,6 +56,18 @@ class TimestampMixin:
 
     created_at: Mapped[datetime | None] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime | None] = mapped_column(DateTime, onupdate=utcnow)
+
+
+class Chassis(TimestampMixin, Base):
+    """A chassis: a label grouping nodes (Ironic's, with nothing behind it)."""
+
+    __tablename__ = "chassis"
+    __table_args__ = (UniqueConstraint("uuid", name="uniq_chassis0uuid"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    extra: Mapped[dict] = mapped_column(JsonEncodedDict(), default=dict, nullable=True)
+    description: Mapped[str | None] = mapped_column(String(255))
 
 
 class Node(TimestampMixin, Base):
@@ -126,6 +145,11 @@ class Node(TimestampMixin, Base):
     rescue_interface: Mapped[str | None] = mapped_column(String(255))
     storage_interface: Mapped[str | None] = mapped_column(String(255))
     vendor_interface: Mapped[str | None] = mapped_column(String(255))
+    chassis_id: Mapped[int | None] = mapped_column(ForeignKey("chassis.id"))
+    #: The chassis' UUID, read with the node (the API shows and filters on it).
+    chassis_uuid: Mapped[str | None] = column_property(
+        select(Chassis.uuid).where(Chassis.id == chassis_id).correlate_except(Chassis)
+        .scalar_subquery())
 
     ports: Mapped[list["Port"]] = relationship(back_populates="node", lazy="raise",
                                                cascade="all, delete-orphan",

@@ -45,7 +45,7 @@ class ActionContext:
         return self.node
 
 
-def _check_path(value: Any, writable: dict | None, allow_dots: bool = False) -> str | None:
+def _check_path(value: Any, writable: dict | None, allow_dots: bool = True) -> str | None:
     try:
         parts = paths.split_path(value, allow_dots=allow_dots)
     except ActionError as exc:

@@ -1,23 +1,27 @@
-"""Paths into JSON-like data (``/driver_info/ipmi_address``, ``a.b``)."""
+"""Paths into JSON-like data (``/driver_info/ipmi_address``, ``driver_info/x``, ``a.b``)."""
 
 import contextlib
 import copy
+import re
 from typing import Any
 
 from inspection.rules.errors import ActionError
 
+#: A path written as a reference, ``{{ /properties/x }}`` (``{ ... }`` once templated).
+_WRAPPED = re.compile(r"\{\{?\s*([^{}]*?)\s*\}\}?")
 
-def split_path(path: object, *, allow_dots: bool = False) -> list[str]:
-    """Split a JSON-pointer-like path into segments, raising :class:`ActionError` if invalid.
 
-    ``allow_dots`` also accepts Ironic's ``a.b.c`` form (plugin data paths) when the path has
-    no slash.
+def split_path(path: object, *, allow_dots: bool = True) -> list[str]:
+    """Split a path into segments, raising :class:`ActionError` if invalid.
+
+    As Ironic reads paths: slashes separate segments (a leading one is optional), else dots
+    do (``a.b.c``, unless ``allow_dots`` is false); ``{{ /a/b }}`` is the path ``/a/b``.
     """
+    if isinstance(path, str) and (wrapped := _WRAPPED.fullmatch(path.strip())):
+        path = wrapped.group(1)
     if not isinstance(path, str) or not path.strip("/"):
         raise ActionError("path must be a non-empty string such as '/extra/key'")
     if "/" in path or not allow_dots:
-        if not path.startswith("/") and not allow_dots:
-            raise ActionError(f"path {path!r} must start with '/'")
         parts = path.strip("/").split("/")
         parts = [p.replace("~1", "/").replace("~0", "~") for p in parts]
     else:

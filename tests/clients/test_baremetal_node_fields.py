@@ -161,7 +161,7 @@ def test_traits(bm):
 
 @pytest.mark.parametrize(("args", "words"), [
     (("driver", "list"), "Driver listing is not available through this service"),
-    (("chassis", "list"), "Chassis is not available through this service"),
+    (("port", "group", "list"), "Port group management is not available through this service"),
     (("node", "history", "list", "fields-parent"), "Node history is not available"),
     (("node", "vif", "list", "fields-parent"), "VIF attachment is not available"),
 ])

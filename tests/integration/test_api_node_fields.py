@@ -78,7 +78,8 @@ def test_patch_sets_and_removes_fields(api):
     resp = _patch(api, "n1", {"op": "remove", "path": "/owner"},
                   {"op": "remove", "path": "/power_interface"},
                   {"op": "remove", "path": "/network_data"})
-    assert (resp.json["owner"], resp.json["power_interface"]) == (None, None)
+    # a removed interface is the hardware type's default again, as in Ironic
+    assert (resp.json["owner"], resp.json["power_interface"]) == (None, "ipmitool")
     assert resp.json["network_data"] == {}
 
 
@@ -213,12 +214,12 @@ def test_traits_as_ironic_serves_them(api_on_each_db):
     assert api.client.delete(path, headers=V).status_code == 204
     assert api.client.get(path, headers=V).json == {"traits": []}
     old = {"X-OpenStack-Ironic-API-Version": "1.36"}
-    assert api.client.get(path, headers=old).status_code == 404
+    assert api.client.get(path, headers=old).status_code == 406  # as Ironic below 1.37
 
 
 @pytest.mark.parametrize(("method", "path", "words"), [
     ("get", "/v1/drivers", "Driver listing is not available through this service"),
-    ("get", "/v1/chassis/", "Chassis is not available"),
+    ("get", "/v1/conductors/", "Conductor listing is not available"),
     ("get", "/v1/nodes/n1/history", "Node history is not available"),
     ("post", "/v1/nodes/n1/vifs", "VIF attachment is not available"),
     ("get", "/v1/nodes/n1/bios/setting", "BIOS settings management is not available"),
@@ -230,9 +231,14 @@ def test_unserved_ironic_endpoints_are_refused_by_name(api, method, path, words)
     assert resp.status_code == 501 and words in error_message(resp), resp.json
 
 
-def test_a_node_s_ports_path_points_to_the_served_one(api):
-    resp = api.client.get("/v1/nodes/n1/ports", headers=V)
-    assert resp.status_code == 501 and "GET /v1/ports?node=<node>" in error_message(resp)
+def test_a_node_s_ports_path_lists_its_ports(api):
+    _create(api, name="n1")
+    assert api.client.post("/v1/ports", headers=V, json={
+        "address": "52:54:00:00:00:31", "node_uuid": "n1"}).status_code == 201
+    for path in ("/v1/nodes/n1/ports", "/v1/nodes/n1/ports/detail"):
+        ports = api.client.get(path, headers=V).json["ports"]
+        assert [p["address"] for p in ports] == ["52:54:00:00:00:31"], path
+    assert api.client.get("/v1/nodes/nosuch/ports", headers=V).status_code == 404
 
 
 def test_unknown_paths_and_missing_nodes_stay_plain_404(api):
@@ -252,7 +258,7 @@ def test_reset_interfaces_with_a_new_driver(api):
         {"op": "add", "path": "/power_interface", "value": "redfish"}])
     assert resp.status_code == 200, resp.json
     assert (resp.json["boot_interface"], resp.json["power_interface"],
-            resp.json["inspect_interface"]) == (None, "redfish", "agent")
+            resp.json["inspect_interface"]) == ("ipxe", "redfish", "agent")
 
 
 def test_shards_and_children(api):

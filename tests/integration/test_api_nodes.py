@@ -159,7 +159,7 @@ def test_ports(api):
     bad = api.client.post("/v1/ports", json={"node_uuid": "b", "address": "../etc/passwd"})
     assert bad.status_code == 400 and "address" in error_message(bad)
     assert api.client.post("/v1/ports", json={"node_uuid": "zz",
-                                              "address": "52:54:00:aa:bb:03"}).status_code == 404
+                                              "address": "52:54:00:aa:bb:03"}).status_code == 400
     all_ports = api.client.get("/v1/ports").json["ports"]
     assert sorted(p["address"] for p in all_ports) == ["52:54:00:aa:bb:01", "52:54:00:aa:bb:02"]
     of_b = api.client.get("/v1/ports?node=b").json["ports"]

@@ -44,8 +44,13 @@ class Keystone:
         self.log_path = workdir / "keystone.log"
         self.config = write_config(workdir / "keystone.conf", {
             "DEFAULT": {"log_file": str(self.log_path)},
-            "database": {"connection": f"sqlite:///{workdir}/keystone.sqlite"},
+            # No fsync per commit: a test's Keystone needs no durability, and on a busy disk
+            # the syncs made it the slowest part of every login.
+            "database": {"connection": f"sqlite:///{workdir}/keystone.sqlite",
+                         "sqlite_synchronous": False},
             "token": {"provider": "fernet"},
+            # bcrypt's fewest rounds: tests make many users, and the default costs ~0.3 s each
+            "identity": {"password_hash_rounds": 4},
             "fernet_tokens": {"key_repository": str(workdir / "fernet-keys")},
             "fernet_receipts": {"key_repository": str(workdir / "fernet-receipts")},
         })

@@ -14,7 +14,9 @@ def main() -> None:
     sys.argv = sys.argv[:1]
     from keystone.wsgi.api import application  # noqa: PLC0415 - after argv is cleared
 
-    waitress.serve(application, listen=listen, threads=4, ident="keystone")
+    # One thread: Keystone's SQLite database takes one writer, and concurrent writes under
+    # load fail with "database is locked" (a 500 to the client).
+    waitress.serve(application, listen=listen, threads=1, ident="keystone")
 
 
 if __name__ == "__main__":

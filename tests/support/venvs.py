@@ -27,6 +27,8 @@ CLIENTS = ("python-ironicclient", "python-openstackclient", "openstacksdk",
 SUSHY_TOOLS = ("sushy-tools",)
 #: The identity service of an OpenStack cloud, served by a WSGI server of its venv.
 KEYSTONE = ("keystone==30.*", "waitress")
+#: Ironic's own API tests: tempest and its Bare Metal plugin, at the releases we are judged by.
+TEMPEST = ("tempest==47.0.0", "ironic-tempest-plugin==3.2.0")
 
 #: Installing Ironic with its dependencies takes a few minutes on two cores.
 INSTALL_TIMEOUT = 1200

@@ -42,8 +42,14 @@ LOG = [{"op": "log", "args": ["x"]}]
                                             "unset-capability, unset-plugin-data"]),
     ({"actions": [{"op": "!fail", "args": ["x"]}]},
      ["actions[0].op: '!' (negation) only applies to conditions"]),
-    ({"actions": [{"op": "set-attribute", "args": ["driver", "x"]}]},
-     ["actions[0].args.path: path 'driver' must start with '/'"]),
+    ({"actions": [{"op": "set-attribute", "args": ["uuid", "x"]}]},
+     ["actions[0].args.path: 'uuid' cannot be changed by rules; allowed: driver_info, "
+      "properties, extra, instance_info, name, resource_class, driver, conductor_group, "
+      "maintenance"]),
+    ({"actions": [{"op": "set-attribute", "args": ["{{ /uuid }}", "x"]}]},
+     ["actions[0].args.path: 'uuid' cannot be changed by rules; allowed: driver_info, "
+      "properties, extra, instance_info, name, resource_class, driver, conductor_group, "
+      "maintenance"]),
     ({"actions": [{"op": "set-attribute", "args": ["/uuid", "x"]}]},
      ["actions[0].args.path: 'uuid' cannot be changed by rules; allowed: driver_info, "
       "properties, extra, instance_info, name, resource_class, driver, conductor_group, "
@@ -95,7 +101,7 @@ def test_every_problem_is_reported_at_once():
 
 def test_sensitive_rules_do_not_leak_values_in_errors():
     problems = check_rule({"sensitive": True, "actions": [
-        {"op": "set-attribute", "args": ["driver_info/pw", "hunter2"]},
+        {"op": "set-attribute", "args": ["/uuid/pw", "hunter2"]},
         {"op": "set-attribute", "args": ["/driver_info/pw", "{inventory[hunter3}"]},
         {"op": "hunter4"}]})
     text = " ".join(problems)
