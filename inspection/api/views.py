@@ -9,7 +9,6 @@ from inspection.api.context import ctx
 from inspection.api.node_fields import FIELD_VERSIONS, INTERFACE_FIELDS
 from inspection.api.versions import allows, resource_links
 from inspection.common.secret_text import mask_text
-from inspection.common.url_credentials import mask_url_passwords
 from inspection.db.models import AVAILABLE, INSPECT_WAIT, INSPECTING, Node, Port
 from inspection.rules.masking import DISPLAY_MASK, masked
 
