@@ -5,7 +5,6 @@ flips and a deletion reach the files within seconds, while an idle minute reads 
 costs little CPU. A small test checks the same on each backend.
 """
 
-import io
 import os
 import time
 import uuid
@@ -18,17 +17,13 @@ from inspection.db.models import Node, Port
 from pxe_filter.common.database import create_engine
 from tests.support import services
 from tests.support.daemon import start_filter
-from tests.support.filter_nodes import add_node, set_state
+from tests.support.filter_nodes import add_node, fill, set_state
+from tests.support.filter_nodes import bulk_mac as mac
 
 WILDCARD = "unknown_hosts_filter"
 PORTS = 100_000
 FLIPS = 12
 ON, OFF = "inspect wait", "manageable"
-
-
-def mac(index: int) -> str:
-    raw = 0x525400000000 + index
-    return ":".join(f"{(raw >> shift) & 0xFF:02x}" for shift in range(40, -8, -8))
 
 
 def allowed(hostsdir, address: str) -> bool | None:
@@ -49,38 +44,12 @@ def wait_for(check, timeout: float) -> float:
     return time.monotonic() - start
 
 
-def fill(url: str, ports: int) -> None:
-    """Ironic-like rows, two ports a node, written with COPY (seconds, not minutes)."""
-    engine = create_engine(url)
-    migration.upgrade(engine)
-    nodes = ports // 2
-    created = "2026-01-01 00:00:00"
-    node_rows = "".join(f"{n}\t{uuid.UUID(int=n)}\tactive\tagent\t\t{created}\tf\n"
-                        for n in range(1, nodes + 1))
-    port_rows = "".join(f"{p}\t{uuid.UUID(int=10**9 + p)}\t{mac(p)}\t{(p + 1) // 2}"
-                        f"\t{created}\n" for p in range(1, ports + 1))
-    raw = engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        cursor.copy_expert("COPY nodes (id, uuid, provision_state, inspect_interface, "
-                           "conductor_group, created_at, protected) FROM STDIN",
-                           io.StringIO(node_rows))
-        cursor.copy_expert("COPY ports (id, uuid, address, node_id, created_at) FROM STDIN",
-                           io.StringIO(port_rows))
-        cursor.execute(f"SELECT setval('nodes_id_seq', {nodes}), "
-                       f"setval('ports_id_seq', {ports})")
-        raw.commit()
-    finally:
-        raw.close()
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(sa.text("ANALYZE nodes"))
-        conn.execute(sa.text("ANALYZE ports"))
-    engine.dispose()
-
-
 @pytest.fixture(scope="module")
 def big_pg_url():
     url = services.create_database(services.PG_ADMIN_URL, "PostgreSQL")
+    engine = create_engine(url)
+    migration.upgrade(engine)
+    engine.dispose()
     fill(url, PORTS)
     yield url
     services.drop_database(services.PG_ADMIN_URL, url)
@@ -111,6 +80,7 @@ def test_poll_follows_100k_ports_without_messages(big_pg_url, tmp_path):
         # process's table counters at most once a second: flips come 1.2 s apart.
         delays = []
         with engine.connect() as writer:
+            time.sleep(1.2)  # connecting published counters of its own
             for flip in range(FLIPS):
                 node = 1000 + flip // 2 * 7
                 state = ON if flip % 2 == 0 else OFF
@@ -161,6 +131,7 @@ def test_poll_follows_each_backend(db_url, tmp_path):
         daemon.wait_ready(30)
         assert allowed(hostsdir, mac(1)) is False
         with engine.connect() as writer:  # one connection, as a conductor's pool keeps
+            time.sleep(1.2)  # connecting published counters of its own
             for statement, check in (
                     (sa.update(Node).where(Node.id == first).values(provision_state=ON),
                      lambda: allowed(hostsdir, mac(1)) is True),
