@@ -12,7 +12,7 @@ conductor's pool keeps one), ``--gap`` seconds apart, and times each commit -> b
 node's port files holding the new decision (polled every 5 ms); then an idle window of
 ``--idle`` seconds: the daemon's CPU (``/proc``) and the rows read from ``nodes`` and
 ``ports`` (PostgreSQL: ``pg_stat_user_tables`` seq_tup_read + idx_tup_fetch of this
-database; MariaDB: the server's ``Innodb_rows_read``, which counts every client of the
+database; MariaDB: the server's ``Rows_read``, which counts every client of the
 server: an upper bound on a shared server). Figures are the median of the runs, with their
 spread, and the 1-minute load average during the runs.
 
@@ -57,8 +57,7 @@ def rows_read(engine) -> int:
             return int(conn.execute(sa.text(
                 "SELECT sum(seq_tup_read + coalesce(idx_tup_fetch, 0)) FROM "
                 "pg_stat_user_tables WHERE relname IN ('nodes', 'ports')")).scalar())
-        return int(conn.execute(sa.text(
-            "SHOW GLOBAL STATUS LIKE 'Innodb_rows_read'")).one()[1])
+        return int(conn.execute(sa.text("SHOW GLOBAL STATUS LIKE 'Rows_read'")).one()[1])
 
 
 def cpu_seconds(pid: int) -> float:
