@@ -42,7 +42,9 @@ def _options_help() -> str:
                  "\n      render the [dnsmasq] options into dnsmasq's configuration (see its "
                  "--help)"
                  "\n  ironic-pxe-filter status --config-file F [--format json]"
-                 "\n      what the running daemon last did (exit 3 if it does not run)")
+                 "\n      what the running daemon last did (exit 3 if it does not run)"
+                 "\n  ironic-pxe-filter explain MAC --config-file F [--format json]"
+                 "\n      what dnsmasq will do for MAC, and why (running daemon or not)")
     lines.append("\nsignals: SIGHUP reloads, resyncs and reloads dnsmasq; SIGTERM/SIGINT stop "
                  "(exit 0).")
     lines.append("exit status: 0 stopped cleanly, 1 runtime error, 2 configuration error.")
@@ -74,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pxe_filter.dnsmasq import render_cmd  # noqa: PLC0415 - only for this command
 
         return render_cmd.main(argv[1:])
+    if argv[:1] == ["explain"]:
+        from pxe_filter import explain  # noqa: PLC0415 - only for this command
+
+        return explain.main(argv[1:])
     if argv[:1] == ["status"]:
         from pxe_filter.status import command as status_cmd  # noqa: PLC0415 - only for this command
 

@@ -289,7 +289,7 @@ class Daemon:
         self._warned_purge = False
         #: dnsmasq's lease reports (None: not watched) and each MAC's last DHCP.
         self.lease_spool = lease_spool
-        self.lease_book = lease_book or leases.LeaseBook(None)
+        self.lease_book = lease_book if lease_book is not None else leases.LeaseBook(None)
         self._lease_saved = 0.0
         self._hints_retry_at = 0.0
         self._due_sync_at = 0.0
@@ -561,6 +561,8 @@ class Daemon:
             return
         found = leases.read_spool(self.lease_spool)
         for lease in found:
+            LOG.debug("dnsmasq leased %s to %s (%s)", lease.address, lease.mac or "a client "
+                      "whose MAC it does not know", lease.action)
             self.lease_book.record(lease)
         wanted = {lease.mac for lease in found if lease.mac is not None}
         if wanted:
@@ -627,7 +629,7 @@ class Daemon:
         if not self.sync.hostsdir.failing:
             return
         try:
-            self.sync.retry_failed()
+            self.sync.converge(failing_only=True)
         except OSError as exc:
             LOG.debug("Retry of the failed files: cannot list the hostsdir: %s", exc)
 

@@ -216,10 +216,3 @@ def _normalise(values: set) -> tuple[set[str], int]:
                     macs.summary(len(bad), bad, "port(s) with an invalid address in the "
                                                 "database"))
     return values, len(bad)
-
-
-def merge_lists(allow: Iterable[str], deny: Iterable[str]) -> dict[str, bool]:
-    """A broadcast's lists as one policy map; a MAC in both lists is denied."""
-    result = dict.fromkeys(allow, True)
-    result.update(dict.fromkeys(deny, False))
-    return result

@@ -7,8 +7,7 @@ MACs, nodes or ports (:meth:`Source.lookup`, what a broadcast, a notification, a
 SQLAlchemy Core on lightweight table stubs, never ORM objects and never writes, so the daemon
 also runs against a database created and owned by Ironic. Every read is bounded in time
 (:func:`pxe_filter.common.database.bounded_read`): a frozen server fails a read, it never
-holds the daemon. :class:`pxe_filter.memory_source.MemorySource` holds rows in memory for
-tests and tools.
+holds the daemon.
 """
 
 import datetime

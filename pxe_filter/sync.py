@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from pxe_filter import policy
 from pxe_filter.common import macs
 from pxe_filter.foreign_files import ForeignReport, remove_foreign
-from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, Listing, WriteReport
+from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, WriteReport
 from pxe_filter.source import Lookup, Source
 from pxe_filter.sync_results import BroadcastResult, SyncResult
 
@@ -483,57 +483,39 @@ class FilterSync:
         assert self.desired is not None
         return self.desired.unknown_allowed if name == WILDCARD else self.desired.decision(mac)
 
-    def retry_failed(self) -> WriteReport | None:
-        """While files fail: list the directory and write what differs from the held policy
-        (no database read); None if nothing is failing."""
-        with self._read_lock, self._lock:
-            if self.desired is None or not self.hostsdir.failing:
-                return None
-            self.hostsdir.scan()
-            self._remove_foreign()
-            self.hostsdir.ensure_reserve()
-            return self._write(self.hostsdir.changes(self.desired), True)
+    def converge(self, *, failing_only: bool = False, reread: bool = False,
+                 reopen: bool = False) -> list[str] | None:
+        """Write every file that differs from the held policy, with no database read: while
+        writes fail (``failing_only``: None if none does), after an inotify overflow
+        (``reread`` every file first), or into the new or emptied directory now at the
+        hostsdir path (``reopen``, held from now on). The names written; raises OSError.
 
-    def recheck_all(self) -> list[str]:
-        """Re-read every file and repair the differences (inotify queue overflow).
-
-        Reads and lists outside the lock (as a full sync does): a foreign burst that
-        overflowed the queue must not hold up broadcasts for a full re-read.
+        Listing and re-reading run outside the lock, as in a full sync: a foreign burst that
+        overflowed the queue must not hold up denies for a full re-read.
         """
         with self._read_lock:
-            if self.desired is None:
-                return []
-            self._reread_contents()
-            listing = self.hostsdir.list_entries()
+            if reread and self.desired is not None:
+                self._reread_contents()
+            listing = None if reopen else self.hostsdir.list_entries()
             with self._lock:
-                return self._repair_all(listing)
-
-    def _repair_all(self, listing: Listing) -> list[str]:
-        assert self.desired is not None
-        self.hostsdir.scan(listing)
-        self._remove_foreign()
-        changes = self.hostsdir.changes(self.desired)
-        if changes:
-            for name, _mac, want in changes:
-                LOG.warning("%s differs from the policy: restored to %s",
-                            os.path.join(self.hostsdir.path, name), "allow" if want else "deny")
-        self._write(changes, True)
-        return [name for name, _, _ in changes]
-
-    def restore_directory(self) -> int:
-        """Rewrite every file of the held policy into the new or emptied directory now at
-        the hostsdir path (held from now on); raises OSError."""
-        with self._read_lock, self._lock:
-            self.hostsdir.reopen()
-            self.hostsdir.invalidate()
-            self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
-            self.hostsdir.ensure_reserve()
-            self.hostsdir.scan()
-            self._remove_foreign()
-            if self.desired is None:
-                return 1
-            report = self._write(self.hostsdir.changes(self.desired), True)
-            return report.written + 1
+                if failing_only and (self.desired is None or not self.hostsdir.failing):
+                    return None
+                written = []
+                if reopen:
+                    self.hostsdir.reopen()
+                    self.hostsdir.invalidate()
+                    self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
+                    written.append(WILDCARD)
+                self.hostsdir.scan(listing)
+                self._remove_foreign()
+                self.hostsdir.ensure_reserve()
+                changes = [] if self.desired is None else self.hostsdir.changes(self.desired)
+                for name, _mac, want in changes if reread else ():
+                    LOG.warning("%s differs from the policy: restored to %s",
+                                os.path.join(self.hostsdir.path, name),
+                                "allow" if want else "deny")
+                self._write(changes, True)
+                return written + [name for name, _, _ in changes]
 
     def purge_stale(self, reload: Callable[[], object]) -> int:
         """Delete files of MACs no port has any more, then reload dnsmasq at once.

@@ -66,7 +66,7 @@ class SelfHealer:
 
     def on_overflow(self) -> None:
         """The inotify queue overflowed: re-check every file, reload dnsmasq."""
-        repaired = self.sync.recheck_all()
+        repaired = self.sync.converge(reread=True) or []
         # dnsmasq's own queue on this directory most likely overflowed too.
         self._reload_dnsmasq("an inotify queue overflow")
         self.status.repaired(repaired)
@@ -98,7 +98,7 @@ class SelfHealer:
         try:
             if why == "missing":
                 os.makedirs(self.hostsdir, mode=0o755, exist_ok=True)
-            written = self.sync.restore_directory()
+            written = len(self.sync.converge(reopen=True) or ())
             if why == "missing":
                 os.fchmod(self.sync.hostsdir.dir_fd, 0o755)  # dnsmasq reads it as its user
             lock = HostsdirLock(self.hostsdir, self.sync.hostsdir.dir_fd)

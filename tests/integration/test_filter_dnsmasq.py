@@ -49,6 +49,7 @@ def dnsmasq_sections(tmp_path: Path, pair: netns.NetnsPair, hostsdir: Path, mode
             "dhcp_ranges": f"{netns.RANGE_START},{netns.RANGE_END},{netns.NETMASK}",
             "leasefile": str(tmp_path / "leases"), "pid_file": str(tmp_path / "dnsmasq.pid"),
             "config_file": str(conf_file), "control": mode, "log_dhcp": log_dhcp,
+            "lease_report_dir": str(tmp_path / "lease-reports"),
             "start_command": f"ip netns exec {pair.server} {binary} --conf-file={conf_file}"},
     }
     config = write_config(tmp_path / "render.conf", sections)

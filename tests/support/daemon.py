@@ -53,8 +53,11 @@ def start_filter(tmp_path: Path, db_url: str, hostsdir: Path | str,
     keeps the config, log and RPC server name of several daemons in one test apart; ``env``
     adds environment variables (e.g. WATCHDOG_USEC).
     """
+    # Each daemon reads dnsmasq's lease reports from a spool of its own.
+    spool = {"lease_report_dir": str(Path(tmp_path) / f"{name}-leases")}
     sections = service_sections(db_url, transport_url, name,
-                                {"pxe_filter": {"dhcp_hostsdir": str(hostsdir)}}, extra_conf)
+                                {"pxe_filter": {"dhcp_hostsdir": str(hostsdir)},
+                                 "dnsmasq": spool}, extra_conf)
     return spawn(filter_command(), name, Path(tmp_path), sections, debug=debug,
                  extra_args=extra_args, env=env,
                  process_class=functools.partial(FilterProcess, hostsdir=Path(hostsdir)))

@@ -1,5 +1,5 @@
-"""A TCP forwarder that a test can cut and restore, to make a shared server unreachable
-for one client without stopping the server itself."""
+"""A TCP forwarder that a test can cut and restore, or freeze and thaw, to make a shared
+server unreachable or hung for one client without touching the server itself."""
 
 import contextlib
 import socket
@@ -15,6 +15,8 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
+        self._flowing = threading.Event()
+        self._flowing.set()
 
     def __enter__(self) -> "TcpProxy":
         self.start()
@@ -32,6 +34,15 @@ class TcpProxy:
         self.port = listener.getsockname()[1]
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def freeze(self) -> None:
+        """Forward nothing more, keeping every connection open: a hung server, as its
+        frozen processes look to a client (the kernel still accepts and acknowledges)."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        """Forward again what waited and what comes."""
+        self._flowing.set()
 
     def stop(self) -> None:
         """Refuse new connections and reset the open ones."""
@@ -53,6 +64,7 @@ class TcpProxy:
                 client, _ = listener.accept()
             except OSError:
                 return
+            self._flowing.wait()
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:
@@ -64,10 +76,10 @@ class TcpProxy:
             for src, dst in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
+                self._flowing.wait()
                 dst.sendall(data)
         except OSError:
             pass

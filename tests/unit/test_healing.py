@@ -7,10 +7,10 @@ import pytest
 from pxe_filter.checks import FatalError
 from pxe_filter.dnsmasq.control import RELOADED, Control
 from pxe_filter.hostsdir_lock import HostsdirLock
-from pxe_filter.memory_source import MemorySource
 from pxe_filter.selfheal.healer import SelfHealer
 from pxe_filter.status.recorder import StatusRecorder
 from pxe_filter.sync import FilterSync
+from tests.support.memory_source import MemorySource
 
 ALLOWED, DENIED = "52:54:00:00:77:01", "52:54:00:00:77:02"
 

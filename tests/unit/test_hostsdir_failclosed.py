@@ -14,12 +14,12 @@ from pxe_filter.dnsmasq.control import RELOADED, Control
 from pxe_filter.failsafe import FailSafe
 from pxe_filter.foreign_files import remove_foreign
 from pxe_filter.hostsdir import RESERVE, WILDCARD, HostsDir
-from pxe_filter.memory_source import MemorySource
 from pxe_filter.policy import DesiredState
 from pxe_filter.status.recorder import STATE_NAME, StatusRecorder
 from pxe_filter.sync import FilterSync
 from tests.support import services
 from tests.support.files import chattr
+from tests.support.memory_source import MemorySource
 
 M1, M2, M3 = "52:54:00:00:11:01", "52:54:00:00:11:02", "52:54:00:00:11:03"
 ALLOW_ALL, DENY_ALL = "*:*:*:*:*:*\n", "*:*:*:*:*:*,ignore\n"
@@ -154,11 +154,11 @@ def test_failed_files_are_retried_without_a_database_read(tmp_path):
     assert _read(tmp_path, WILDCARD) == DENY_ALL  # held: M2's denial is not on disk
     assert "held until every denial is written" in result.summary()
     os.rmdir(tmp_path / M2)
-    report = sync.retry_failed()
-    assert report is not None and report.failed == 0 and not sync.hostsdir.failing
+    written = sync.converge(failing_only=True)
+    assert written == [M2, WILDCARD] and not sync.hostsdir.failing
     assert _read(tmp_path, M2) == f"{M2},ignore\n"
     assert _read(tmp_path, WILDCARD) == ALLOW_ALL
-    assert sync.retry_failed() is None  # nothing failing: nothing done
+    assert sync.converge(failing_only=True) is None  # nothing failing: nothing done
     sync.hostsdir.close()
 
 

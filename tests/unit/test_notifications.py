@@ -6,13 +6,14 @@ import logging
 import pytest
 
 from pxe_filter.common.database import DatabaseError
-from pxe_filter.memory_source import MemorySource, node_uuid
 from pxe_filter.notifications import payloads as notifications
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.sync import FilterSync
+from tests.support.memory_source import MemorySource, node_uuid
 
 NODE = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 M1, M2, M3 = "52:54:00:00:99:01", "52:54:00:00:99:02", "52:54:00:00:99:03"
+P1, P2, P3 = (f"00000000-0000-4000-9000-00000000000{n}" for n in (1, 2, 3))
 
 
 def envelope(event_type, data, timestamp="2026-11-24 23:40:01.000001", **extra):
@@ -65,7 +66,7 @@ def follower(tmp_path):
     hostsdir.mkdir()
     # node-1 on inspection (agent), node-2 manageable, node-3 on inspection with redfish
     source = MemorySource({1: ("inspect wait", "agent"), 2: ("manageable", "agent"),
-                           3: ("inspect wait", "redfish")}, [(M1, 1, "00000000-0000-4000-9000-000000000001"), (M2, 2, "00000000-0000-4000-9000-000000000002")])
+                           3: ("inspect wait", "redfish")}, [(M1, 1, P1), (M2, 2, P2)])
     sync = FilterSync(source, str(hostsdir))
     sync.full_sync()
     return NotificationFollower(sync), source, hostsdir
@@ -100,12 +101,12 @@ def test_node_entering_inspection_is_served_and_leaving_denied(follower):
 
 def test_port_created_and_deleted_on_a_served_node(follower):
     f, source, hostsdir = follower
-    source.ports.append((M3, 1, "00000000-0000-4000-9000-000000000003"))
-    notify(f, "baremetal.port.create.end", uuid="00000000-0000-4000-9000-000000000003", node_uuid=node_uuid(1), address=M3)
+    source.ports.append((M3, 1, P3))
+    notify(f, "baremetal.port.create.end", uuid=P3, node_uuid=node_uuid(1), address=M3)
     assert content(hostsdir, M3) == f"{M3}\n"
     source.ports.pop()
     source.nodes[1] = ("manageable", "agent")
-    notify(f, "baremetal.port.delete.end", uuid="00000000-0000-4000-9000-000000000003", node_uuid=node_uuid(1), address=M3)
+    notify(f, "baremetal.port.delete.end", uuid=P3, node_uuid=node_uuid(1), address=M3)
     # no port has M3 now: the unknown-MAC policy decides (closed: nothing is on inspection)
     assert content(hostsdir, M3) == f"{M3},ignore\n"
 
@@ -117,8 +118,9 @@ def test_forged_notifications_open_nothing(follower):
     before = {p.name: p.read_text() for p in hostsdir.iterdir()}
     # A port the database does not hold, a real port with another address, a node event
     # claiming a state the database does not have.
-    notify(f, "baremetal.port.create.end", uuid="00000000-0000-4000-9000-000000000009", node_uuid=NODE, address=M3)
-    notify(f, "baremetal.port.update.end", uuid="00000000-0000-4000-9000-000000000001", node_uuid=node_uuid(1), address=M3)
+    notify(f, "baremetal.port.create.end", uuid=P1.replace("1", "9"), node_uuid=NODE,
+           address=M3)
+    notify(f, "baremetal.port.update.end", uuid=P1, node_uuid=node_uuid(1), address=M3)
     notify(f, "baremetal.node.provision_set.success", uuid=node_uuid(2),
            provision_state="inspect wait")
     after = {p.name: p.read_text() for p in hostsdir.iterdir()}
@@ -128,7 +130,7 @@ def test_forged_notifications_open_nothing(follower):
 
 def test_unsupported_interface_is_never_served(follower):
     f, source, hostsdir = follower
-    port = "00000000-0000-4000-9000-000000000003"
+    port = P3
     source.ports.append((M3, 3, port))
     notify(f, "baremetal.port.create.end", uuid=port, node_uuid=node_uuid(3), address=M3)
     notify(f, "baremetal.node.provision_set.success", uuid=node_uuid(3))
@@ -147,7 +149,7 @@ def test_wildcard_follows_the_last_node_leaving_inspection(follower):
 def test_deleted_node_asks_for_a_full_sync(follower):
     f, source, hostsdir = follower
     del source.nodes[1]
-    source.ports = [(M2, 2, "00000000-0000-4000-9000-000000000002")]
+    source.ports = [(M2, 2, P2)]
     notify(f, "baremetal.node.delete.end", uuid=node_uuid(1))
     assert f.sync.full_sync_due  # only a full read knows a deleted node's MACs
     f.sync.full_sync()
@@ -169,7 +171,7 @@ def test_database_error_keeps_the_hint_and_retries(follower):
 
 
 def test_malformed_flood_logs_one_line_per_reason(follower, caplog):
-    f, source, hostsdir = follower
+    f, _, hostsdir = follower
     before = {p.name: p.read_text() for p in hostsdir.iterdir()}
     with caplog.at_level(logging.INFO, logger="pxe_filter.notifications.follower"):
         for _ in range(1000):

@@ -86,10 +86,6 @@ def test_database_macs_are_normalised_and_invalid_ones_skipped(caplog):
     assert "not-a-mac" in caplog.text and "passwd" in caplog.text
 
 
-def test_broadcast_lists_merge_with_deny_winning():
-    assert policy.merge_lists([M1, M2], [M2, M3]) == {M1: True, M2: False, M3: False}
-
-
 def test_decision_override_moves_a_mac_between_sets():
     desired = _state([], [(M1, 1)])
     desired.set(M1, True)

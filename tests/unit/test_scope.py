@@ -11,10 +11,10 @@ from pxe_filter import conf as filter_conf
 from pxe_filter import policy
 from pxe_filter.common.database import DatabaseError, create_engine
 from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC
-from pxe_filter.memory_source import MemorySource
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.source import DatabaseSource, snapshot_queries
 from pxe_filter.sync import FilterSync
+from tests.support.memory_source import MemorySource
 
 IN1, IN2, OUT1, OUT2, LOOSE = (f"52:54:00:00:aa:0{n}" for n in range(1, 6))
 ALLOW, DENY = "{}\n", "{},ignore\n"

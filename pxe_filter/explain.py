@@ -1,0 +1,195 @@
+"""``ironic-pxe-filter explain MAC``: what dnsmasq will do for one MAC, and why.
+
+The answer comes from what dnsmasq reads (the MAC's own file, else the wildcard), the
+database's verdict (the same lookup and policy the daemon uses), the daemon's state file and
+the last DHCP dnsmasq reported for the MAC. It works whether or not the daemon runs, and says
+which. Exit status: 0 answered; 2 bad usage, an invalid MAC or configuration; 1 the hostsdir
+cannot be read.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from oslo_config import cfg
+
+from pxe_filter import conf as filter_conf
+from pxe_filter import leases, policy
+from pxe_filter.common import logs, macs
+from pxe_filter.common.config import (
+    FILTER_DEFAULTS,
+    ConfigError,
+    add_config_options,
+    add_version_option,
+    files_or_default,
+    load,
+)
+from pxe_filter.common.database import DatabaseError, engine_from_conf
+from pxe_filter.hostsdir_cache import WILDCARD, WILDCARD_MAC, parse
+from pxe_filter.source import DatabaseSource, PortView
+from pxe_filter.status import command as status_cmd
+from pxe_filter.status import recorder as state
+
+PROG = "ironic-pxe-filter explain"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command's own argument parser."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Say what dnsmasq will do for a MAC (allow or deny) and why: "
+                               "its file in the hostsdir, the unknown-MAC wildcard, its "
+                               "port and node in the database, and its last DHCP lease.")
+    add_config_options(parser, FILTER_DEFAULTS)
+    add_version_option(parser)
+    parser.add_argument("mac", help="the MAC address (any common spelling)")
+    parser.add_argument("--format", choices=["human", "json"], default="human")
+    return parser
+
+
+def read_line(hostsdir: str, name: str) -> str | None:
+    """The first line of file ``name`` in the hostsdir (None if there is no such file)."""
+    try:
+        fd = os.open(os.path.join(hostsdir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        data = os.read(fd, 128)
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace").split("\n", 1)[0]
+
+
+def what_dnsmasq_does(mac: str, line: str | None, wildcard: str | None) -> tuple[bool, str]:
+    """(served, which entry decides) from the MAC's file line and the wildcard's line."""
+    own = parse(mac, f"{line}\n".encode()) if line is not None else None
+    if own is not None:
+        return own, f"its file says {'allow' if own else 'deny'}"
+    served = parse(WILDCARD_MAC, f"{wildcard}\n".encode()) if wildcard is not None else None
+    if served is None:
+        # The rendered configuration ignores clients that no entry matched (tag:!known).
+        return False, "no entry matches it (no wildcard file): dnsmasq ignores it"
+    return served, f"no file of its own: the wildcard says {'allow' if served else 'deny'}"
+
+
+def database_reason(conf: cfg.ConfigOpts, mac: str, scope: policy.Scope
+                    ) -> tuple[bool, str, PortView | None]:
+    """(allowed, one-sentence reason, its port's node) as the database says now."""
+    interfaces = list(conf.pxe_filter.supported_inspect_interfaces)
+    engine = engine_from_conf(conf, read_only=True)
+    try:
+        found = DatabaseSource(engine, conf.pxe_filter.database_read_timeout).lookup(
+            [mac], supported_interfaces=interfaces, scope=scope)
+    finally:
+        engine.dispose()
+    view = found.ports.get(mac)
+    if view is not None:
+        verdict = policy.port_verdict(view.provision_state, view.inspect_interface,
+                                      view.conductor_group, view.shard,
+                                      supported_interfaces=interfaces, scope=scope)
+        node = f"node {view.node_uuid}" if view.node_uuid else "a port without a node"
+        where = f"{node} is in {view.provision_state} with inspect_interface " \
+                f"{view.inspect_interface}"
+        if verdict is not None:
+            if verdict:
+                return True, where, view
+            if not scope.contains(view.conductor_group, view.shard):
+                return False, f"{node} is outside this filter's scope ({scope.describe()})", view
+            return False, (f"{where}: only nodes in inspect wait or inspecting with "
+                           f"inspect_interface in {', '.join(interfaces)} are served"), view
+        where = f"{node} is outside this filter's scope, left to the unknown-MAC policy"
+    else:
+        where = "no port has this MAC"
+    unknown = policy.unknown_allowed(found.any_served,
+                                     discovery_enabled=conf.auto_discovery.enabled,
+                                     deny_unknown_macs=conf.pxe_filter.deny_unknown_macs)
+    if conf.pxe_filter.deny_unknown_macs:
+        why = "[pxe_filter]deny_unknown_macs is set"
+    elif conf.auto_discovery.enabled:
+        why = "auto-discovery is enabled"
+    else:
+        why = "a node is on inspection" if found.any_served else "no node is on inspection"
+    return unknown, f"{where}: unknown MACs are {'allowed' if unknown else 'denied'} ({why})", \
+        view
+
+
+def explain(conf: cfg.ConfigOpts, mac: str) -> dict:
+    """The answer for canonical ``mac``; raises OSError if the hostsdir cannot be read."""
+    hostsdir = os.path.abspath(conf.pxe_filter.dhcp_hostsdir)
+    line, wildcard = read_line(hostsdir, mac), read_line(hostsdir, WILDCARD)
+    served, entry = what_dnsmasq_does(mac, line, wildcard)
+    status_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
+    try:
+        with open(status_path) as stream:
+            running, verdict = status_cmd.assess(json.load(stream))
+    except (OSError, ValueError):
+        running, verdict = False, "not running (no state file)"
+    scope = policy.Scope.from_options(conf.pxe_filter.conductor_groups, conf.pxe_filter.shards,
+                                      conf.pxe_filter.out_of_scope)
+    try:
+        allowed, reason, view = database_reason(conf, mac, scope)
+    except DatabaseError as exc:
+        allowed, reason, view = None, f"the database does not answer ({exc})", None
+    if allowed is None:
+        reason = f"{entry}; {reason}"
+    elif allowed != served:
+        fix = "the daemon corrects it within seconds" if running else \
+            "nothing corrects it while ironic-pxe-filter is not running"
+        reason = (f"{reason}, but {entry} (dnsmasq does what the files say): {fix}")
+    last = leases.load(leases.book_path(status_path)).get(mac)
+    wildcard_served = parse(WILDCARD_MAC, f"{wildcard}\n".encode()) if wildcard else None
+    return {"mac": mac, "decision": "allow" if served else "deny", "reason": reason,
+            "node": view.node_uuid if view else None,
+            "provision_state": view.provision_state if view else None,
+            "file": line, "wildcard": "allow" if wildcard_served else "deny",
+            "last_dhcp": last, "daemon": verdict, "daemon_running": running}
+
+
+def render_human(answer: dict) -> str:
+    """The answer as a few lines."""
+    last = answer["last_dhcp"]
+    seen = "none seen"
+    if last:
+        seen = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last["time"])) \
+            + f" ({last['address']})"
+    return "\n".join([
+        f"{answer['mac']}: dnsmasq will {answer['decision'].upper()} it",
+        f"  why:            {answer['reason']}",
+        f"  node:           {answer['node'] or 'none'} ({answer['provision_state'] or '-'})",
+        f"  its file:       {answer['file'] or 'none'}",
+        f"  wildcard:       {answer['wildcard']}",
+        f"  last DHCP:      {seen}",
+        f"  filter daemon:  {answer['daemon']}"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        mac = macs.normalize_mac(args.mac)
+    except macs.InvalidMAC as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    conf = cfg.ConfigOpts()
+    try:
+        logs.register_options(conf, PROG)
+        filter_conf.register_opts(conf)
+        load(conf, files_or_default(args.config_file, args.config_dir, FILTER_DEFAULTS),
+             args.config_dir)
+        logs.setup(conf, PROG)
+        answer = explain(conf, mac)
+    except (ConfigError, cfg.Error, ValueError) as exc:
+        print(f"{PROG}: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"{PROG}: cannot read the hostsdir: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(answer, indent=1, sort_keys=True) if args.format == "json"
+          else render_human(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
