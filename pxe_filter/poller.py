@@ -21,6 +21,9 @@ from pxe_filter.sync import FilterSync
 LOG = logging.getLogger(__name__)
 
 _UNREAD = object()
+#: Seconds between polls while they fail: each failing read may hold the main loop for up to
+#: [pxe_filter]database_read_timeout, and the full sync retries anyway.
+FAILING_INTERVAL = 10.0
 
 
 def _utcnow() -> datetime.datetime:
@@ -57,8 +60,10 @@ class Poller:
         except DatabaseError as exc:
             if not self._failing:
                 LOG.warning("Poll for changed nodes and ports failed: %s; changes wait for "
-                            "the next poll or full sync (check the database server)", exc)
+                            "the next poll or full sync (check the database server); "
+                            "polling every %.0f s until it answers", exc, FAILING_INTERVAL)
             self._failing = True
+            self._next = time.monotonic() + max(interval, FAILING_INTERVAL)
             return
         if self._failing:
             LOG.info("Poll for changed nodes and ports works again")
