@@ -24,6 +24,18 @@ pxe_filter_opts = [
     cfg.IntOpt("sync_period", default=45, min=0, mutable=True,
                help="Seconds between full synchronisations with the database; 0 disables "
                     "the periodic sync (broadcasts and SIGHUP still apply)."),
+    cfg.FloatOpt("poll_interval", default=1.0, min=0, mutable=True,
+                 help="Seconds between polls of the database for changed nodes and ports: a "
+                      "cheap per-table statistic first (PostgreSQL pg_stat_user_tables, "
+                      "MariaDB UPDATE_TIME, SQLite the file's time), then, only when it "
+                      "moved, the rows whose updated_at or created_at is recent. Changes "
+                      "then reach the files within seconds with no broadcast or "
+                      "notification (Ironic with JSON-RPC). 0 disables polling."),
+    cfg.IntOpt("poll_margin", default=10, min=0, mutable=True,
+               help="Seconds a poll reaches back before the previous one: more than the "
+                    "clock skew between Ironic's conductors and this host (updated_at "
+                    "comes from the writer's clock), plus one for MariaDB's whole-second "
+                    "timestamps and the time a write takes to commit."),
     shared.supported_inspect_interfaces_opt,
     cfg.BoolOpt("deny_unknown_macs", default=False, mutable=True,
                 help="Always refuse MACs that match no port, even during inspection or with "

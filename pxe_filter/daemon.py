@@ -44,6 +44,7 @@ from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.notifications.listener import NotificationListener, broker_connection
 from pxe_filter.policy import UNSCOPED, Scope
+from pxe_filter.poller import Poller
 from pxe_filter.selfheal.healer import SelfHealer
 from pxe_filter.selfheal.watcher import HostsdirWatcher
 from pxe_filter.source import DatabaseSource
@@ -292,6 +293,7 @@ class Daemon:
         self._lease_saved = 0.0
         self._hints_retry_at = 0.0
         self._due_sync_at = 0.0
+        self.poller = Poller(source, sync, conf)
         self.guard = OutageGuard(source, lambda: self.options.outage_deny_unknown,
                                  self._close_unknown_after_outage)
         sync.on_broadcast = self._after_broadcast
@@ -496,6 +498,7 @@ class Daemon:
         while not life.stopping:
             now = time.monotonic()
             timeouts = [t for t in (systemd.watchdog_interval(), HOSTSDIR_CHECK,
+                                    self.poller.wait(),
                                     None if next_sync is None else max(next_sync - now, 0))
                         if t is not None]
             hints_due = self.sync.pending and now >= self._hints_retry_at
@@ -509,6 +512,7 @@ class Daemon:
             if self.healer.check_hostsdir():
                 self.watcher.rewatch(self.sync.hostsdir.path)
             self._retry_failed()
+            self.poller.poll()
             self._reconcile()
             self._check_leases()
             self._reload_if_foreign()

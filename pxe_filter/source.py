@@ -10,6 +10,8 @@ also runs against a database created and owned by Ironic. Every read is bounded 
 holds the daemon.
 """
 
+import datetime
+import os
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,10 +32,16 @@ from pxe_filter.policy import (
     pxe_allowed,
 )
 
+
+def _stamps() -> tuple[sa.ColumnClause, ...]:
+    return sa.column("created_at", sa.DateTime), sa.column("updated_at", sa.DateTime)
+
+
 _nodes = sa.table("nodes", sa.column("id"), sa.column("uuid"), sa.column("provision_state"),
                   sa.column("inspect_interface"), sa.column("conductor_group"),
-                  sa.column("shard"))
-_ports = sa.table("ports", sa.column("uuid"), sa.column("address"), sa.column("node_id"))
+                  sa.column("shard"), *_stamps())
+_ports = sa.table("ports", sa.column("id"), sa.column("uuid"), sa.column("address"),
+                  sa.column("node_id"), *_stamps())
 
 #: Seconds one read may take before its connection is cut ([pxe_filter]database_read_timeout).
 DEFAULT_READ_TIMEOUT = 10.0
@@ -98,6 +106,21 @@ class Lookup:
     #: Every MAC looked up by address (those asked, and those held for unserved nodes).
     asked: set[str] = field(default_factory=set)
 
+
+@dataclass
+class Changes:
+    """Rows of ``nodes`` and ``ports`` created or updated since a time (:meth:`changes`),
+    and each table's (rows, highest id, rows above the id given)."""
+
+    nodes: set[str] = field(default_factory=set)
+    ports: set[str] = field(default_factory=set)
+    addresses: set[str] = field(default_factory=set)
+    counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+
+#: A MariaDB table changed this recently (its UPDATE_TIME keeps whole seconds) may change
+#: again within the same second unseen: read its rows until it is older.
+_UNSETTLED = datetime.timedelta(seconds=2)
 
 #: UUIDs or MACs per ``IN (...)`` read: a flood of hints is read a batch at a time.
 BATCH = 500
@@ -170,6 +193,30 @@ class DatabaseSource:
             conn, wanted_macs=addresses, nodes=nodes, ports=ports,
             supported_interfaces=supported_interfaces, scope=scope, held=held))
 
+    def change_signal(self) -> object:
+        """A cheap value that differs whenever ``nodes`` or ``ports`` may have changed; a
+        new object every time while unsure; None if the database offers none (read rows).
+
+        PostgreSQL: the tables' insert, update and delete counters (``pg_stat_user_tables``;
+        a server process publishes them when it goes idle, at most once a second, else up
+        to 10 s later). MariaDB/MySQL: the tables' ``UPDATE_TIME``, whole seconds. SQLite:
+        the database and WAL files' size and modification time.
+        """
+        name = self.engine.dialect.name
+        if name == "sqlite":
+            return _file_signal(self.engine.url.database)
+        if name == "postgresql":
+            return self._read(_pg_signal)
+        if name in ("mysql", "mariadb"):
+            return self._read(_mysql_signal)
+        return None
+
+    def changes(self, since: datetime.datetime, above: Mapping[str, int]) -> Changes:
+        """Node and port rows whose ``updated_at`` or ``created_at`` is at or after
+        ``since`` (naive UTC, as Ironic stores them), and each table's counts with the
+        rows whose id is above ``above[table]``: one scan of each table, or an index."""
+        return self._read(lambda conn: _changes(conn, since, above))
+
     def describe(self) -> str:
         """The database URL, password hidden."""
         return describe_url(self.engine.url)
@@ -177,6 +224,58 @@ class DatabaseSource:
     def close(self) -> None:
         """Release the engine's connections."""
         self.engine.dispose()
+
+
+def _pg_signal(conn: sa.Connection) -> object:
+    rows = conn.execute(sa.text(
+        "SELECT current_setting('track_counts'), n_tup_ins, n_tup_upd, n_tup_del "
+        "FROM pg_stat_user_tables WHERE relid IN ('nodes'::regclass, 'ports'::regclass) "
+        "ORDER BY relid")).all()
+    return None if not rows or rows[0][0] != "on" else tuple(tuple(row) for row in rows)
+
+
+def _mysql_signal(conn: sa.Connection) -> object:
+    rows = conn.execute(sa.text(
+        "SELECT TABLE_NAME, UPDATE_TIME, NOW() FROM information_schema.TABLES "
+        "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ('nodes', 'ports') "
+        "ORDER BY TABLE_NAME")).all()
+    if any(updated is not None and updated >= now - _UNSETTLED for _, updated, now in rows):
+        return object()
+    return tuple((table, updated) for table, updated, _ in rows)
+
+
+def _file_signal(path: str | None) -> object:
+    if not path or path == ":memory:":
+        return None
+    try:
+        return tuple((st.st_mtime_ns, st.st_size) for st in
+                     (os.stat(name) if os.path.exists(name) else os.stat_result((0,) * 10)
+                      for name in (path, f"{path}-wal")))
+    except OSError:
+        return None
+
+
+def _changes(conn: sa.Connection, since: datetime.datetime,
+             above: Mapping[str, int]) -> Changes:
+    found = Changes()
+
+    def recent(table: sa.TableClause) -> sa.ColumnElement[bool]:
+        return sa.or_(table.c.updated_at >= since, table.c.created_at >= since)
+
+    with _transaction(conn):
+        for name, table in (("nodes", _nodes), ("ports", _ports)):
+            rows, top, new = conn.execute(sa.select(
+                sa.func.count(), sa.func.max(table.c.id),
+                sa.func.sum(sa.case((table.c.id > above.get(name, 0), 1), else_=0)))).one()
+            found.counts[name] = (rows, top or 0, int(new or 0))
+        found.nodes.update(conn.execute(sa.select(_nodes.c.uuid).where(recent(_nodes)))
+                           .scalars())
+        rows = conn.execute(sa.select(_ports.c.uuid, _ports.c.address)
+                            .where(recent(_ports))).all()
+    found.ports.update(uuid for uuid, _ in rows)
+    # invalid stored addresses are left out: the full sync reports them
+    found.addresses.update(macs.split_valid([address for _, address in rows])[0])
+    return found
 
 
 def _lookup(conn: sa.Connection, *, wanted_macs: Collection[str], nodes: Collection[str],

@@ -1,0 +1,159 @@
+"""With no broadcast and no notification at all, the filter follows the database by polling.
+
+The scale test runs at 100k ports on PostgreSQL with the default sync_period (45 s): state
+flips and a deletion reach the files within seconds, while an idle minute reads little and
+costs little CPU. A small test checks the same on each backend.
+"""
+
+import os
+import time
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+from inspection.db import migration
+from inspection.db.models import Node, Port
+from pxe_filter.common.database import create_engine
+from tests.support import services
+from tests.support.daemon import start_filter
+from tests.support.filter_nodes import add_node, fill, set_state
+from tests.support.filter_nodes import bulk_mac as mac
+
+WILDCARD = "unknown_hosts_filter"
+PORTS = 100_000
+FLIPS = 12
+ON, OFF = "inspect wait", "manageable"
+
+
+def allowed(hostsdir, address: str) -> bool | None:
+    """True/False for an allow/deny file, None without one."""
+    try:
+        text = (hostsdir / address).read_text()
+    except FileNotFoundError:
+        return None
+    return not text.strip().endswith(",ignore")
+
+
+def wait_for(check, timeout: float) -> float:
+    """Seconds until ``check()`` holds; fails after ``timeout``."""
+    start = time.monotonic()
+    while not check():
+        assert time.monotonic() - start < timeout, f"not within {timeout} s"
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+@pytest.fixture(scope="module")
+def big_pg_url():
+    url = services.create_database(services.PG_ADMIN_URL, "PostgreSQL")
+    engine = create_engine(url)
+    migration.upgrade(engine)
+    engine.dispose()
+    fill(url, PORTS)
+    yield url
+    services.drop_database(services.PG_ADMIN_URL, url)
+
+
+def rows_read(engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(sa.text(
+            "SELECT sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)) "
+            "FROM pg_stat_user_tables WHERE relname IN ('nodes', 'ports')")).scalar()
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_poll_follows_100k_ports_without_messages(big_pg_url, tmp_path):
+    hostsdir = tmp_path / "hostsdir"
+    hostsdir.mkdir()
+    daemon = start_filter(tmp_path, big_pg_url, hostsdir, debug=False)  # no transport_url
+    engine = create_engine(big_pg_url)
+    try:
+        daemon.wait_ready(60)
+        assert allowed(hostsdir, mac(1)) is False
+        # One writer connection, as a conductor's pool keeps. PostgreSQL publishes a
+        # process's table counters at most once a second: flips come 1.2 s apart.
+        delays = []
+        with engine.connect() as writer:
+            time.sleep(1.2)  # connecting published counters of its own
+            for flip in range(FLIPS):
+                node = 1000 + flip // 2 * 7
+                state = ON if flip % 2 == 0 else OFF
+                started = time.monotonic()
+                with writer.begin():
+                    writer.execute(sa.update(Node).where(Node.id == node)
+                                   .values(provision_state=state))
+                addresses = [mac(2 * node - 1), mac(2 * node)]
+                delays.append(wait_for(lambda want=state == ON, addresses=addresses: all(
+                    allowed(hostsdir, a) is want for a in addresses), 2.5))
+                time.sleep(max(0.0, 1.2 - (time.monotonic() - started)))
+        assert max(delays) <= 2.5, delays
+
+        time.sleep(12)  # past the poll margin: the flips' rows no longer count as recent
+        before_rows, before_cpu = rows_read(engine), cpu_seconds(daemon.pid)
+        time.sleep(60)
+        idle_rows = rows_read(engine) - before_rows
+        idle_cpu = cpu_seconds(daemon.pid) - before_cpu
+        assert idle_rows <= 1_000_000, idle_rows
+        assert idle_cpu / 60 < 0.05, idle_cpu
+
+        # Deleting a served node and its ports reaches the files within seconds.
+        node = 5000
+        set_state(big_pg_url, node, ON)
+        addresses = [mac(2 * node - 1), mac(2 * node)]
+        wait_for(lambda: all(allowed(hostsdir, a) for a in addresses), 2.5)
+        wait_for(lambda: allowed(hostsdir, WILDCARD) is True, 2.5)
+        time.sleep(1.2)
+        with engine.begin() as conn:
+            conn.execute(sa.delete(Port).where(Port.node_id == node))
+            conn.execute(sa.delete(Node).where(Node.id == node))
+        wait_for(lambda: not any(allowed(hostsdir, a) for a in addresses)
+                 and allowed(hostsdir, WILDCARD) is False, 8)
+    finally:
+        engine.dispose()
+        assert daemon.stop() == 0
+
+
+def test_poll_follows_each_backend(db_url, tmp_path):
+    """Flips, a new port and a deletion, with no message, on a small database."""
+    hostsdir = tmp_path / "hostsdir"
+    hostsdir.mkdir()
+    first = add_node(db_url, OFF, [mac(1)])
+    second = add_node(db_url, OFF, [mac(2)])
+    daemon = start_filter(tmp_path, db_url, hostsdir, debug=False)
+    engine = create_engine(db_url)
+    try:
+        daemon.wait_ready(30)
+        assert allowed(hostsdir, mac(1)) is False
+        with engine.connect() as writer:  # one connection, as a conductor's pool keeps
+            time.sleep(1.2)  # connecting published counters of its own
+            for statement, check in (
+                    (sa.update(Node).where(Node.id == first).values(provision_state=ON),
+                     lambda: allowed(hostsdir, mac(1)) is True),
+                    (sa.update(Node).where(Node.id == first).values(provision_state=OFF),
+                     lambda: allowed(hostsdir, mac(1)) is False),
+                    (sa.update(Node).where(Node.id == second).values(provision_state=ON),
+                     lambda: allowed(hostsdir, mac(2)) is True),
+                    # a port added to a served node, as inspection does
+                    (sa.insert(Port).values(uuid=str(uuid.uuid4()), address=mac(3),
+                                            node_id=second),
+                     lambda: allowed(hostsdir, mac(3)) is True)):
+                started = time.monotonic()
+                with writer.begin():
+                    writer.execute(statement)
+                wait_for(check, 2.5)
+                # PostgreSQL publishes a process's table counters at most once a second
+                time.sleep(max(0.0, 1.2 - (time.monotonic() - started)))
+            with writer.begin():
+                writer.execute(sa.delete(Port).where(Port.node_id == second))
+                writer.execute(sa.delete(Node).where(Node.id == second))
+        wait_for(lambda: not allowed(hostsdir, mac(2)) and not allowed(hostsdir, mac(3))
+                 and allowed(hostsdir, WILDCARD) is False, 8)
+    finally:
+        engine.dispose()
+        assert daemon.stop() == 0

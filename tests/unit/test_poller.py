@@ -1,0 +1,99 @@
+"""The poll on a real SQLite database: rows read only when the signal moved, changes hinted,
+deletions turned into a full sync, a failing database backed off."""
+
+import logging
+import uuid
+from types import SimpleNamespace
+
+import pytest
+import sqlalchemy as sa
+
+from inspection.db.models import Node, Port
+from pxe_filter import poller as poller_module
+from pxe_filter.common.database import DatabaseError
+from pxe_filter.poller import Poller
+from pxe_filter.source import DatabaseSource
+from pxe_filter.sync import FilterSync
+
+M1, M2 = "52:54:00:00:bb:01", "52:54:00:00:bb:02"
+
+
+class CountingSource(DatabaseSource):
+    """The real source, counting the row reads a poll makes (and able to fail them)."""
+
+    def __init__(self, engine) -> None:
+        super().__init__(engine)
+        self.row_reads = 0
+        self.fail = False
+
+    def change_signal(self) -> object:
+        if self.fail:
+            raise DatabaseError("the database does not answer")
+        return super().change_signal()
+
+    def changes(self, since, above):
+        self.row_reads += 1
+        return super().changes(since, above)
+
+
+@pytest.fixture
+def setup(engine, hosts):
+    with engine.begin() as conn:
+        node = conn.execute(sa.insert(Node).values(
+            uuid=str(uuid.uuid4()), provision_state="manageable", inspect_interface="agent",
+            conductor_group="")).inserted_primary_key[0]
+        conn.execute(sa.insert(Port), [{"uuid": str(uuid.uuid4()), "address": mac,
+                                        "node_id": node} for mac in (M1, M2)])
+    source = CountingSource(engine)
+    sync = FilterSync(source, str(hosts))
+    sync.full_sync()
+    conf = SimpleNamespace(pxe_filter=SimpleNamespace(poll_interval=0.01, poll_margin=10))
+    poller = Poller(source, sync, conf)
+    poller.poll()  # the first poll reads the rows: it has no signal to compare yet
+    return engine, hosts, source, sync, poller, node
+
+
+def poll(poller: Poller) -> None:
+    poller._next = 0.0  # due now
+    poller.poll()
+
+
+def test_no_change_reads_no_row_and_a_change_is_written(setup):
+    engine, hosts, source, sync, poller, node = setup
+    reads = source.row_reads
+    poll(poller)
+    poll(poller)
+    assert source.row_reads == reads
+    with engine.begin() as conn:  # the ORM's onupdate sets updated_at, as Ironic's does
+        conn.execute(sa.update(Node).where(Node.id == node)
+                     .values(provision_state="inspect wait"))
+    poll(poller)
+    assert source.row_reads == reads + 1
+    sync.reconcile_pending()
+    assert (hosts / M1).read_text() == f"{M1}\n"
+    assert not sync.full_sync_due
+
+
+def test_a_deleted_port_asks_for_a_full_sync(setup):
+    engine, _, _, sync, poller, _ = setup
+    with engine.begin() as conn:
+        conn.execute(sa.delete(Port).where(Port.address == M1))
+        conn.execute(sa.insert(Port).values(uuid=str(uuid.uuid4()), address="52:54:00:00:bb:03"))
+    poll(poller)  # one row more, one less: the count alone would not tell
+    assert sync.full_sync_due
+
+
+def test_a_failing_poll_backs_off_and_recovers(setup, caplog):
+    caplog.set_level(logging.INFO, logger="pxe_filter.poller")
+    engine, _, source, _, poller, node = setup
+    source.fail = True
+    poll(poller)
+    assert poller.wait() >= poller_module.FAILING_INTERVAL - 1
+    assert "Poll for changed nodes and ports failed" in caplog.text
+    source.fail = False
+    with engine.begin() as conn:
+        conn.execute(sa.update(Node).where(Node.id == node).values(provision_state="active"))
+    reads = source.row_reads
+    poll(poller)
+    assert source.row_reads == reads + 1
+    assert "works again" in caplog.text
