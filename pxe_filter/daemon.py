@@ -292,6 +292,7 @@ class Daemon:
         self.lease_book = lease_book if lease_book is not None else leases.LeaseBook(None)
         self._lease_saved = 0.0
         self._hints_retry_at = 0.0
+        self._hints_failing = False
         self._due_sync_at = 0.0
         self.poller = Poller(source, sync, conf)
         self.guard = OutageGuard(source, lambda: self.options.outage_deny_unknown,
@@ -543,9 +544,15 @@ class Daemon:
             self.sync.reconcile_pending()
         except DatabaseError as exc:
             self._hints_retry_at = time.monotonic() + HINT_RETRY
-            LOG.warning("Hinted MACs not read, their allows wait (denies are applied): %s; "
-                        "retrying every %.0f s", exc, HINT_RETRY)
+            # Once per outage: the retries every second would flood the log.
+            LOG.log(logging.DEBUG if self._hints_failing else logging.WARNING,
+                    "Hinted MACs not read, their allows wait (denies are applied): %s; "
+                    "retrying every %.0f s", exc, HINT_RETRY)
+            self._hints_failing = True
             return
+        if self._hints_failing:
+            LOG.info("Hinted MACs read: the database answers again")
+            self._hints_failing = False
         if self.sync.closed_unknown is not None:
             self.sync.full_sync_due = True  # the database answers again: reopen soon
 

@@ -179,8 +179,9 @@ def _dump(engine):
         return {name: conn.execute(sa.text(f"SELECT * FROM {name}")).all() for name in names}
 
 
-def test_needs_select_on_five_columns_only(pg_url, tmp_path, hostsdir):
-    """A PostgreSQL role that may read only the five columns is enough (and cannot write)."""
+def test_needs_select_on_six_columns_only(pg_url, tmp_path, hostsdir):
+    """A PostgreSQL role that may read only the six columns of a full sync is enough (and
+    cannot write)."""
     engine = create_engine(pg_url)
     migration.upgrade(engine)
     with engine.begin() as conn:
@@ -197,7 +198,7 @@ def test_needs_select_on_five_columns_only(pg_url, tmp_path, hostsdir):
         conn.execute(sa.text(f"GRANT USAGE ON SCHEMA public TO {role}"))
         conn.execute(sa.text(f"GRANT SELECT (address, node_id) ON ports TO {role}"))
         conn.execute(sa.text(
-            f"GRANT SELECT (id, provision_state, inspect_interface) ON nodes TO {role}"))
+            f"GRANT SELECT (id, uuid, provision_state, inspect_interface) ON nodes TO {role}"))
     try:
         url = make_url(pg_url).set(username=role).render_as_string(hide_password=False)
         result = run_filter(tmp_path, url, hostsdir, "--once")
