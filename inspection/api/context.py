@@ -46,6 +46,15 @@ class ApiContext:
         with session_scope(self.sessions) as session:
             yield session
 
+    def node_id(self, ident: str) -> int:
+        """The id of the node a request names (UUID or name, ``.json`` as Ironic allows up to
+        1.90); :class:`inspection.errors.NotFound` otherwise."""
+        # nodes_query needs the API version, which needs this module: imported late
+        from inspection.api.nodes_query import find_node  # noqa: PLC0415
+
+        with self.session() as session:
+            return find_node(session, ident).id
+
 
 def ctx() -> ApiContext:
     """The context of the current app."""

@@ -273,7 +273,7 @@ def patch_node(node_ident: str) -> Response:
                                 "changing the node's driver.")
     c = ctx()
     try:
-        with reserved_node(c.engine, c.owner, node_ident, notifier=c.notifier) as task:
+        with reserved_node(c.engine, c.owner, c.node_id(node_ident), notifier=c.notifier) as task:
             session, node, node_id = task.session, task.node, task.node_id
             before = {name: getattr(node, name) for name in NODE_PATCHABLE}
             for name in ("maintenance", "protected", "retired"):
@@ -318,7 +318,7 @@ def patch_node(node_ident: str) -> Response:
 
 def _set_maintenance(node_ident: str, value: bool, reason: str | None) -> tuple[str, int]:
     c = ctx()
-    with reserved_node(c.engine, c.owner, node_ident) as task:
+    with reserved_node(c.engine, c.owner, c.node_id(node_ident)) as task:
         task.node.maintenance = value
         task.node.maintenance_reason = reason
     return "", 202
@@ -351,7 +351,7 @@ def clear_maintenance(node_ident: str) -> tuple[str, int]:
 def delete_node(node_ident: str) -> tuple[str, int]:
     """Delete a node with its ports and inventory; refused while it is being inspected."""
     c = ctx()
-    with reserved_node(c.engine, c.owner, node_ident) as task:
+    with reserved_node(c.engine, c.owner, c.node_id(node_ident)) as task:
         node = task.node  # checked under the reservation: nothing starts inspecting it now
         if node.protected:  # Ironic's NodeProtected
             raise ApiError(403, f"Node {node.uuid} is protected and cannot be undeployed, "
@@ -369,7 +369,7 @@ def delete_node(node_ident: str) -> tuple[str, int]:
 
 def _manage(node_ident: str) -> None:
     c = ctx()
-    with reserved_node(c.engine, c.owner, node_ident) as task:
+    with reserved_node(c.engine, c.owner, c.node_id(node_ident)) as task:
         node = task.node
         if node.provision_state == MANAGEABLE:
             return

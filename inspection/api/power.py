@@ -103,7 +103,7 @@ def set_power_state(node_ident: str) -> tuple[str, int, dict]:
     """Record a power change for the BMC actor; 202 (Ironic's answer, empty)."""
     target, timeout = _power_target()
     c = ctx()
-    with reserved_node(c.engine, c.owner, node_ident) as task:
+    with reserved_node(c.engine, c.owner, c.node_id(node_ident)) as task:
         node = task.node
         if node.driver == "fake-hardware":  # Ironic's fake power: done at once
             node.power_state, node.target_power_state = drivers.END_STATE[target], None

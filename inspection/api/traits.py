@@ -47,7 +47,7 @@ def _require_traits() -> None:
 def _replace(node_ident: str, change) -> tuple[str, int]:
     """Apply ``change(current traits) -> new traits`` under the node's reservation."""
     c = ctx()
-    with reserved_node(c.engine, c.owner, node_ident) as task:
+    with reserved_node(c.engine, c.owner, c.node_id(node_ident)) as task:
         session, node_id, node_uuid = task.session, task.node_id, task.node.uuid
         current = set(node_traits(session, {node_id})[node_id])
         wanted = change(current, node_uuid)

@@ -79,8 +79,10 @@ def test_set_unset_and_show_every_field(bm, node):
     bm.ok("node", "unset", "fields-1", "--owner", "--lessee", "--description", "--shard",
           "--power-interface", "--retired", "--network-data", "--parent-node")
     shown = bm.json("node", "show", "fields-1")
-    assert [shown[k] for k in ("owner", "lessee", "description", "shard", "power_interface",
-                               "retired_reason", "parent_node")] == [None] * 7
+    assert [shown[k] for k in ("owner", "lessee", "description", "shard",
+                               "retired_reason", "parent_node")] == [None] * 6
+    # an unset interface falls back to the hardware type's default, as in Ironic
+    assert shown["power_interface"] == "ipmitool"
     assert (shown["retired"], shown["network_data"]) == (False, {})
 
 

@@ -58,7 +58,7 @@ def test_migrations_match_models(db_url):
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     engine.dispose()
     # Our version table is not a model, nor are the backend-specific indexes (and MariaDB's
-    # invisible columns) on the hardware identity (migration 0006); everything else must
+    # invisible columns) on the hardware identity (migration 0007); everything else must
     # match exactly.
     diff = [d for d in diff
             if not (d[0] == "remove_table" and d[1].name == migration.VERSION_TABLE)

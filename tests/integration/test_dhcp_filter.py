@@ -36,6 +36,14 @@ def _add_node(session: Session, state: str, mac: str, inspect_interface: str = "
     session.add(Port(uuid=str(uuid.uuid4()), address=mac, node_id=node.id, pxe_enabled=True))
 
 
+def _set_state(url: str, mac: str, state: str) -> None:
+    engine = create_engine(url)
+    with Session(engine) as session, session.begin():
+        port = session.query(Port).filter_by(address=mac).one()
+        session.get(Node, port.node_id).provision_state = state
+    engine.dispose()
+
+
 @pytest.fixture
 def filter_db(sqlite_url):
     """A migrated SQLite database with one node per interesting case."""
@@ -85,9 +93,12 @@ def test_broadcast_opens_and_closes_a_mac_within_a_second(  # noqa: PLR0917 - fi
         dnsmasq_factory(hostsdir)
         assert dhcp_client.discover(MANAGED, control=WAITING) is None
 
+        # As a conductor does: commit the node's state, then cast.
+        _set_state(filter_db, MANAGED, INSPECT_WAIT)
         broadcast.broadcast(transport, allow=[MANAGED])
         opened = dhcp_client.await_offer(MANAGED, offered=True, within=1.0)
 
+        _set_state(filter_db, MANAGED, MANAGEABLE)
         broadcast.broadcast(transport, deny=[MANAGED])
         closed = dhcp_client.await_offer(MANAGED, offered=False, within=1.0, control=WAITING)
 

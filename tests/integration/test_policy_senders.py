@@ -77,8 +77,10 @@ def test_new_port_of_supported_interface_node_is_allowed_at_once(setup):
 
 def test_inspection_start_of_unsupported_interface_node_keeps_it_denied(setup):
     api, hostsdir = setup
+    # A redfish node inspected out-of-band: accepted, and its MACs are never served.
     node = add_node(api.context.engine, state="manageable", macs=[NEW_REDFISH],
-                    inspect_interface="redfish")
+                    inspect_interface="redfish", driver="redfish",
+                    driver_info={"redfish_address": "https://192.0.2.1"})
     resp = api.client.put(f"/v1/nodes/{node['uuid']}/states/provision",
                           json={"target": "inspect"})
     assert resp.status_code < 300, resp.json

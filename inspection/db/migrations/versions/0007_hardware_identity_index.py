@@ -6,8 +6,8 @@ expression: an INVISIBLE virtual column per key (its first 255 characters) with 
 ``SELECT *`` does not show it and nothing writes it, so Ironic's code is unaffected. (This
 migration never runs on a database that ironic-dbsync created: see inspection.db.migration.)
 
-Revision ID: 0006_hardware_identity_index
-Revises: 0005_bounds_callback_size
+Revision ID: 0007_hardware_identity_index
+Revises: 0006_chassis
 Create Date: 2026-11-27
 """
 
@@ -15,8 +15,8 @@ from alembic import op
 
 from inspection.identity import COLUMN_LENGTH, EXTRA_KEY, KEYS, column_name, key_expression
 
-revision = "0006_hardware_identity_index"
-down_revision = "0005_bounds_callback_size"
+revision = "0007_hardware_identity_index"
+down_revision = "0006_chassis"
 
 
 def _index(key: str) -> str:

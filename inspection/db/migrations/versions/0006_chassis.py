@@ -1,7 +1,7 @@
 """Ironic's chassis: the ``chassis`` table and ``nodes.chassis_id``, with Ironic's names, so
 that tempest's fixtures (and operators) can group nodes as in Ironic.
 
-Revision ID: 0007_chassis
+Revision ID: 0006_chassis
 Revises: 0005_bounds_callback_size
 Create Date: 2026-11-27
 """
@@ -11,8 +11,8 @@ from alembic import op
 
 from inspection.db.types import JsonEncodedDict
 
-revision = "0007_chassis"
-down_revision = "0006_hardware_identity_index"
+revision = "0006_chassis"
+down_revision = "0005_bounds_callback_size"
 
 
 def upgrade() -> None:
