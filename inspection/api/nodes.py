@@ -407,7 +407,7 @@ def set_provision_state(node_ident: str) -> tuple[Response, int, dict]:
         c.dispatcher.wake_power()
     elif target == "manage":
         _manage(node_ident)
-    elif target in _UNSERVED_TARGETS:
+    elif isinstance(target, str) and target in _UNSERVED_TARGETS:
         raise ApiError(501, f"Provision target {target!r} is not available through this "
                             f"service: it serves Ironic's API for enrolment, inspection and "
                             f"inspection rules only (targets inspect, abort, manage). Use a "

@@ -221,8 +221,8 @@ def test_a_bad_configuration_shows_its_reason_in_status(host):
     status = machine.systemctl("status", "--no-pager", "-n", "20", FILTER, check=False).stdout
     journal = machine.run(["journalctl", "--no-pager", "-n", "30"], check=False).stdout
     # The Status: line names the reason (not a stale "stopping").
-    assert re.search(r'Status: "(failed|configuration error): invalid (configuration|value)', status), \
-        status + journal
+    assert re.search(r'Status: "(failed|configuration error): invalid (configuration|value)',
+                     status), status + journal
     assert "sync_period" in status, status
     host.write_conf()
     machine.systemctl("reset-failed", FILTER, check=False)
