@@ -5,10 +5,8 @@ starts it (``commands``: supervised foreground child; ``pidfile``: daemonised, f
 file) only after its first sync. Offers are judged by real DHCPDISCOVERs.
 """
 
-import contextlib
 import os
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -16,56 +14,16 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from inspection.db import migration
 from inspection.db.models import Port
 from pxe_filter.common.database import create_engine
-from tests.support import netns
-from tests.support.daemon import filter_command, start_filter, write_config
+from tests.support.daemon import start_filter
+from tests.support.dhcp_fixtures import dnsmasq_sections
 from tests.support.filter_nodes import add_node, set_state
 
 pytestmark = pytest.mark.netns
 pytest_plugins = ["tests.support.dhcp_fixtures"]
 
 ALLOWED, DENIED, UNKNOWN = "52:54:00:dd:00:01", "52:54:00:dd:00:02", "52:54:00:dd:00:03"
-
-
-@pytest.fixture
-def db(sqlite_url):
-    engine = create_engine(sqlite_url)
-    migration.upgrade(engine)
-    engine.dispose()
-    return sqlite_url
-
-
-def dnsmasq_sections(tmp_path: Path, pair: netns.NetnsPair, hostsdir: Path, mode: str,
-                     log_dhcp: bool = True, **pxe_filter: object) -> dict:
-    """Configuration sections; renders dnsmasq.conf with the real command."""
-    conf_file = tmp_path / "dnsmasq.conf"
-    binary = "dnsmasq --keep-in-foreground" if mode == "commands" else "dnsmasq"
-    sections = {
-        "pxe_filter": {"dhcp_hostsdir": str(hostsdir), **pxe_filter},
-        "dnsmasq": {
-            "interface": netns.BRIDGE, "no_ping": True, "log_facility": "-", "user": "root",
-            "dhcp_ranges": f"{netns.RANGE_START},{netns.RANGE_END},{netns.NETMASK}",
-            "leasefile": str(tmp_path / "leases"), "pid_file": str(tmp_path / "dnsmasq.pid"),
-            "config_file": str(conf_file), "control": mode, "log_dhcp": log_dhcp,
-            "lease_report_dir": str(tmp_path / "lease-reports"),
-            "start_command": f"ip netns exec {pair.server} {binary} --conf-file={conf_file}"},
-    }
-    config = write_config(tmp_path / "render.conf", sections)
-    proc = subprocess.run([*filter_command(), "render-dnsmasq-config", "--config-file",
-                           str(config)], capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 0, proc.stderr  # includes dnsmasq --test
-    assert conf_file.exists()
-    return sections
-
-
-@pytest.fixture
-def kill_pidfile_dnsmasq(tmp_path):
-    """pidfile mode leaves dnsmasq running when the daemon stops: stop it after the test."""
-    yield
-    with contextlib.suppress(OSError, ValueError):
-        os.kill(int((tmp_path / "dnsmasq.pid").read_text()), signal.SIGTERM)
 
 
 def dnsmasq_pid(tmp_path: Path) -> int | None:
@@ -193,8 +151,9 @@ def test_20000_flips_are_all_honoured(tmp_path, db, hostsdir, netns_pair, dhcp_c
     controls = [f"52:54:03:00:{i >> 8:02x}:{i & 255:02x}" for i in range(count // every)]
     flipped = add_node(db, "manageable", macs)
     add_node(db, "inspect wait", controls)
+    # poll_interval 0: the full sync, not the change poll, is what rewrites them here
     sections = dnsmasq_sections(tmp_path, netns_pair, hostsdir, "commands", log_dhcp=False,
-                                deny_unknown_macs=True, sync_period=1)
+                                deny_unknown_macs=True, sync_period=1, poll_interval=0)
     daemon = start_filter(tmp_path, db, hostsdir, extra_conf=sections, debug=False)
     try:
         daemon.wait_ready(60)

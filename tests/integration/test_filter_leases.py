@@ -3,34 +3,22 @@ dnsmasq configuration, dnsmasq reports them to the filter, and a lease to a MAC 
 denies is logged at CRITICAL and closed; a foreign line in a MAC-named file stops being
 served; ``explain`` says what dnsmasq will do and why."""
 
-import contextlib
 import json
-import os
 import signal
 import subprocess
 import time
 
 import pytest
 
-from inspection.db import migration
-from pxe_filter.common.database import create_engine
-from tests.integration.test_filter_dnsmasq import dnsmasq_sections
 from tests.support import services
 from tests.support.daemon import filter_command, start_filter
+from tests.support.dhcp_fixtures import dnsmasq_sections
 from tests.support.filter_nodes import add_node, set_state
 
 pytestmark = pytest.mark.netns
 pytest_plugins = ["tests.support.dhcp_fixtures"]
 
 LEASED, CONTROL, FOREIGN = "52:54:00:ab:00:01", "52:54:00:ab:00:02", "52:54:00:ab:00:09"
-
-
-@pytest.fixture
-def db(sqlite_url):
-    engine = create_engine(sqlite_url)
-    migration.upgrade(engine)
-    engine.dispose()
-    return sqlite_url
 
 
 @pytest.fixture
@@ -58,14 +46,6 @@ def explain(daemon, mac: str) -> dict:
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
-
-
-@pytest.fixture
-def kill_pidfile_dnsmasq(tmp_path):
-    """pidfile mode leaves dnsmasq running when the daemon stops: stop it after the test."""
-    yield
-    with contextlib.suppress(OSError, ValueError):
-        os.kill(int((tmp_path / "dnsmasq.pid").read_text()), signal.SIGTERM)
 
 
 def test_a_lease_to_a_denied_mac_is_reported_and_closed(  # noqa: PLR0917 - fixtures

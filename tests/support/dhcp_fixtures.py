@@ -6,12 +6,19 @@ imports would trip ruff's F811 on every fixture argument) and marks itself
 fixtures skip (and fail under CI, see :func:`tests.support.services.unavailable`).
 """
 
+import contextlib
+import os
+import signal
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from inspection.db import migration
+from pxe_filter.common.database import create_engine
 from tests.support import netns, services
+from tests.support.daemon import filter_command, write_config
 from tests.support.dhcp_client import DhcpClient
 
 
@@ -74,3 +81,42 @@ def dnsmasq_factory(netns_pair: netns.NetnsPair, tmp_path: Path
     for proc in started:
         proc.stop()
 
+
+@pytest.fixture
+def db(sqlite_url):
+    """A migrated SQLite database for the filter (its URL)."""
+    engine = create_engine(sqlite_url)
+    migration.upgrade(engine)
+    engine.dispose()
+    return sqlite_url
+
+
+def dnsmasq_sections(tmp_path: Path, pair: netns.NetnsPair, hostsdir: Path, mode: str,
+                     log_dhcp: bool = True, **pxe_filter: object) -> dict:
+    """Configuration sections; renders dnsmasq.conf with the real command."""
+    conf_file = tmp_path / "dnsmasq.conf"
+    binary = "dnsmasq --keep-in-foreground" if mode == "commands" else "dnsmasq"
+    sections = {
+        "pxe_filter": {"dhcp_hostsdir": str(hostsdir), **pxe_filter},
+        "dnsmasq": {
+            "interface": netns.BRIDGE, "no_ping": True, "log_facility": "-", "user": "root",
+            "dhcp_ranges": f"{netns.RANGE_START},{netns.RANGE_END},{netns.NETMASK}",
+            "leasefile": str(tmp_path / "leases"), "pid_file": str(tmp_path / "dnsmasq.pid"),
+            "config_file": str(conf_file), "control": mode, "log_dhcp": log_dhcp,
+            "lease_report_dir": str(tmp_path / "lease-reports"),
+            "start_command": f"ip netns exec {pair.server} {binary} --conf-file={conf_file}"},
+    }
+    config = write_config(tmp_path / "render.conf", sections)
+    proc = subprocess.run([*filter_command(), "render-dnsmasq-config", "--config-file",
+                           str(config)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr  # includes dnsmasq --test
+    assert conf_file.exists()
+    return sections
+
+
+@pytest.fixture
+def kill_pidfile_dnsmasq(tmp_path):
+    """pidfile mode leaves dnsmasq running when the daemon stops: stop it after the test."""
+    yield
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(int((tmp_path / "dnsmasq.pid").read_text()), signal.SIGTERM)
