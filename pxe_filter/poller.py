@@ -16,7 +16,7 @@ from oslo_config import cfg
 
 from pxe_filter.common.database import DatabaseError
 from pxe_filter.source import DatabaseSource
-from pxe_filter.sync import FilterSync
+from pxe_filter.sync import POLL, FilterSync
 
 LOG = logging.getLogger(__name__)
 
@@ -88,4 +88,4 @@ class Poller:
             self.sync.full_sync_due = True
         if found.nodes or found.ports:
             self.sync.hint(allow=sorted(found.addresses), nodes=found.nodes,
-                           ports=found.ports, origin="Poll")
+                           ports=found.ports, origin=POLL)

@@ -29,6 +29,8 @@ from pxe_filter.sync_results import BroadcastResult, SyncResult
 
 LOG = logging.getLogger(__name__)
 
+#: The origin of the hints the change poll gives (not counted as broadcasts).
+POLL = "Poll"
 #: Re-read every file's content this often (in syncs), to catch in-place edits by others
 #: that keep the inode; everything else is detected from directory entries alone.
 FULL_READ_EVERY = 100
@@ -299,7 +301,7 @@ class FilterSync:
                      result.rejected)
         LOG.debug("%s: deny %s, look up %s, nodes %s, ports %s", origin, sorted(denied),
                   sorted(good_allow), sorted(nodes)[:10], sorted(ports)[:10])
-        if self.on_broadcast is not None:
+        if self.on_broadcast is not None and origin != POLL:  # a message, not our own poll
             self.on_broadcast(result)
         return result
 
