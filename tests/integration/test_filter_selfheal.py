@@ -120,9 +120,10 @@ def test_own_writes_are_not_taken_for_foreign_ones(tmp_path, filter_db, hostsdir
         broadcast.broadcast(transport, deny=macs)
         proc.wait_log("Broadcast: 3000 MAC(s) denied at once (3000 file(s) written")
         # No port has them and a node is on inspection: the unknown-MAC policy reopens them
-        proc.wait_log("0 allowed, 0 denied, 3000 left to the wildcard; 3000 file(s) written")
+        proc.wait_log("left to the wildcard; 3000 file(s) written")
+        start = len(proc.log_text())
         broadcast.broadcast(transport, allow=macs[:10])
-        proc.wait_log("Database read for 10 MAC(s), 0 node(s), 0 port(s)")
+        proc.wait_log("Database read for", start=start)
         time.sleep(0.3)
         assert all(files.read(hostsdir / mac) == allow(mac) for mac in macs)
         assert "by someone else" not in proc.log_text()

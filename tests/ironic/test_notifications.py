@@ -7,6 +7,7 @@ every change below reaches the hostsdir through a notification or not at all.
 """
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -101,7 +102,7 @@ def test_inspection_opens_and_abort_closes_within_a_second(stack):
     time_until(hostsdir / WILDCARD, "*:*:*:*:*:*,ignore\n")
     ironic.wait_state(node, "inspect failed")
     print(f"Ironic call to file: open {opened * 1000:.0f} ms, close {closed * 1000:.0f} ms")
-    assert "Database read for 0 MAC(s), 1 node(s)" in daemon.log_text()
+    assert re.search(r"Database read for \d+ MAC\(s\), [1-9]\d* node\(s\)", daemon.log_text())
 
 
 def test_port_changes_during_inspection(stack):
