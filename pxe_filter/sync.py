@@ -389,6 +389,9 @@ class FilterSync:
             desired.set(mac, allow)
             if allow:
                 result.allowed += 1
+                node = found.ports[mac].node_uuid
+                if node:  # a port hinted on its own: its node must re-check it on leaving
+                    desired.served_by.setdefault(node, set()).add(mac)
             else:
                 result.denied += 1
         result.fenced = self._fence(desired, generation, read)

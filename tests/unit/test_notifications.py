@@ -200,3 +200,15 @@ def test_a_flood_for_unknown_nodes_is_one_read(follower):
     f.sync.reconcile_pending()
     assert calls == [2001]  # one read; the database source splits it per 500 UUIDs
     assert content(hostsdir, M2) == f"{M2}\n"
+
+
+def test_a_port_added_while_served_is_closed_when_its_node_leaves(follower):
+    f, source, hostsdir = follower
+    source.ports.append((M3, 1, P3))
+    notify(f, "baremetal.port.create.end", uuid=P3, node_uuid=node_uuid(1), address=M3)
+    assert content(hostsdir, M3) == f"{M3}\n"
+    source.nodes[1] = ("manageable", "agent")
+    notify(f, "baremetal.node.provision_set.success", uuid=node_uuid(1))
+    # Its node's ports are not scanned for: the MACs served for it are, this one included.
+    assert content(hostsdir, M3) == f"{M3},ignore\n"
+    assert content(hostsdir, M1) == f"{M1},ignore\n"
