@@ -56,7 +56,9 @@ def _check_path(value: Any, writable: dict | None, allow_dots: bool = True) -> s
 
 
 def _check_level(value: Any) -> str | None:
-    return None if value in LOG_LEVELS else f"must be one of {', '.join(LOG_LEVELS)}"
+    if isinstance(value, str) and value in LOG_LEVELS:  # a list or dict is unhashable
+        return None
+    return f"must be one of {', '.join(LOG_LEVELS)}"
 
 
 def _check_bool(value: Any) -> str | None:

@@ -1,7 +1,7 @@
 """Validation reports every problem with its path, and never raises anything else."""
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from inspection.rules import Rule, RuleValidationError, check_rule, validate_rule
@@ -166,6 +166,7 @@ rule_doc = st.fixed_dictionaries(
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rule_doc | json_value)
+@example({"actions": [{"op": "log", "args": [None, []]}]})  # an unhashable log level
 def test_random_documents_never_crash(doc):
     problems = check_rule(doc)
     assert isinstance(problems, list)
