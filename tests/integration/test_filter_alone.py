@@ -16,6 +16,7 @@ import pytest
 
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
+from tests.support import services
 from tests.support.filter_nodes import add_node
 
 pytestmark = pytest.mark.slow
@@ -101,7 +102,8 @@ def test_one_shot_sync_and_render(filter_venv, tmp_path, sqlite_url):
     assert (hosts / denied).read_text() == f"{denied},ignore\n"
 
     if shutil.which("dnsmasq") is None:
-        pytest.skip("render-dnsmasq-config checks its output with dnsmasq (dnsmasq-base)")
+        services.unavailable("dnsmasq", "render-dnsmasq-config checks its output with dnsmasq "
+                                        "(Debian: dnsmasq-base)")
     rendered = _run(filter_venv, "render-dnsmasq-config", "--config-file", str(conf),
                     "--output", "-")
     assert rendered.returncode == 0, rendered.stderr
