@@ -305,8 +305,9 @@ class FilterSync:
             self.on_broadcast(result)
         return result
 
-    def _close_now(self, denied: set[str]) -> WriteReport:
-        """Write the denies of a hint and fence older reads (caller holds the lock)."""
+    def _close_now(self, denied: set[str], rewrite: bool = False) -> WriteReport:
+        """Write the denies of a hint (``rewrite``: even files that already deny) and fence
+        older reads (caller holds the lock)."""
         self._generation += 1
         changes = []
         for mac in denied:
@@ -314,7 +315,7 @@ class FilterSync:
             if self.desired is not None:
                 self.desired.set(mac, False)
             for name in self.hostsdir.names_for(mac):
-                if (not self.hostsdir.loaded or self.hostsdir.state_of(name) is not False
+                if (rewrite or not self.hostsdir.loaded or self.hostsdir.state_of(name) is not False
                         or not _same_file(self.hostsdir, name)):
                     changes.append((name, mac, False))
         return self._write(changes)
@@ -323,11 +324,7 @@ class FilterSync:
         """Deny ``mac`` now, whatever the files say (a lease it should not have had), and
         make dnsmasq forget what it read; True if the file was rewritten."""
         with self._lock:
-            self._generation += 1
-            self._closed[mac] = self._generation
-            if self.desired is not None:
-                self.desired.set(mac, False)
-            report = self._write([(name, mac, False) for name in self.hostsdir.names_for(mac)])
+            report = self._close_now({mac}, rewrite=True)
             self._macs.add(mac)
         self.on_pending()
         if reload is not None:
