@@ -112,27 +112,32 @@ def test_python_broadcast_reaches_both_daemons_within_a_second(two_daemons, tran
 
 def test_an_allow_the_database_contradicts_opens_nothing(two_daemons, transport):
     # M1's node is active; M3 has no port and nothing is on inspection (unknown MACs denied)
+    marks = [len(daemon.log_text()) for daemon in two_daemons]
     broadcast.broadcast(transport, allow=[M1, M3])
-    time.sleep(0.5)
-    for daemon in two_daemons:
-        daemon.wait_log("Database read for")  # with the poll's own hints, maybe in one read
+    for daemon, mark in zip(two_daemons, marks, strict=True):
+        # the read that took this hint (the poll's own hints may join it)
+        hinted = f"look up ['{M1}', '{M3}']"
+        log = daemon.wait_log(hinted, start=mark)
+        daemon.wait_log("Database read for", start=log.index(hinted, mark))
         assert read(daemon.hostsdir / M1) == DENY.format(M1)
         assert read(daemon.hostsdir / M3) is None  # left to the deny wildcard
         assert read(daemon.hostsdir / "unknown_hosts_filter").endswith(",ignore\n")
 
 
-def test_allow_and_deny_cast_back_to_back_end_denied(two_daemons, transport):
+def test_allow_and_deny_cast_back_to_back_end_denied(two_daemons, transport, sqlite_url):
     """The measured race: an allow and a deny 1 ms apart per manageable node, applied by
     oslo.messaging's pool in any order. The database says manageable: all end denied."""
     macs = [pair_mac(i) for i in range(PAIRS)]
+    set_state(sqlite_url, "inspect wait")  # M1's node: the positive control, cast last
     for mac in macs:
         broadcast.broadcast(transport, allow=[mac])
         broadcast.broadcast(transport, deny=[mac])
+    broadcast.broadcast(transport, allow=[M1])
+    # The control opening shows the storm was taken and read (the files of the pairs were
+    # denied before it, so only the control can tell a dropped hint from a refused one).
+    wait_all([d.hostsdir / M1 for d in two_daemons], ALLOW.format(M1), timeout=10)
     files = [d.hostsdir / mac for d in two_daemons for mac in macs]
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(read(f) is None for f in files):
-        time.sleep(0.05)
-    time.sleep(1.0)  # every queued hint read
+    time.sleep(1.0)  # any hint still in oslo.messaging's pool is read too
     opened = [str(f) for f in files if read(f) != DENY.format(f.name)]
     assert opened == []
 

@@ -103,9 +103,12 @@ def test_allow_and_deny_in_any_order_end_as_the_database_says(engine, hosts):
     nodes = {f"52:54:00:00:02:{i:02x}": add_node(engine, "manageable",
                                                 [f"52:54:00:00:02:{i:02x}"])
              for i in range(120)}
+    control = add_node(engine, "manageable", [M1])
     sync = FilterSync(DatabaseSource(engine), str(hosts))
     sync.full_sync()
-    threads = []
+    # The positive control: committed after the sync, its allow must come through the storm.
+    set_state(engine, control, "inspect wait")
+    threads = [threading.Thread(target=sync.hint, kwargs={"allow": [M1]})]
     for i, mac in enumerate(nodes):
         # half the pairs arrive deny-first: what a pool of 64 handlers does
         pair = [{"allow": [mac]}, {"deny": [mac]}]
@@ -118,6 +121,7 @@ def test_allow_and_deny_in_any_order_end_as_the_database_says(engine, hosts):
     for thread in [*threads, reader]:
         thread.join(10)
     sync.reconcile_pending()
+    assert content(hosts, M1) == f"{M1}\n"
     assert all(content(hosts, mac) == f"{mac},ignore\n" for mac in nodes)
 
 
