@@ -18,14 +18,12 @@ from oslo_config import cfg
 
 from pxe_filter import conf as filter_conf
 from pxe_filter import leases, policy
-from pxe_filter.common import logs, macs
+from pxe_filter.common import macs
 from pxe_filter.common.config import (
     FILTER_DEFAULTS,
     ConfigError,
     add_config_options,
     add_version_option,
-    files_or_default,
-    load,
 )
 from pxe_filter.common.database import DatabaseError, engine_from_conf
 from pxe_filter.hostsdir_cache import WILDCARD, WILDCARD_MAC, parse
@@ -172,13 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except macs.InvalidMAC as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    conf = cfg.ConfigOpts()
     try:
-        logs.register_options(conf, PROG)
-        filter_conf.register_opts(conf)
-        load(conf, files_or_default(args.config_file, args.config_dir, FILTER_DEFAULTS),
-             args.config_dir)
-        logs.setup(conf, PROG)
+        conf = filter_conf.load_for_command(args, PROG)
         answer = explain(conf, mac)
     except (ConfigError, cfg.Error, ValueError) as exc:
         print(f"{PROG}: configuration error: {exc}", file=sys.stderr)

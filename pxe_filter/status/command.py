@@ -13,14 +13,11 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from pxe_filter import conf as filter_conf
-from pxe_filter.common import logs
 from pxe_filter.common.config import (
     FILTER_DEFAULTS,
     ConfigError,
     add_config_options,
     add_version_option,
-    files_or_default,
-    load,
 )
 from pxe_filter.status import recorder as state
 
@@ -122,13 +119,8 @@ def _emit(text: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     args = build_parser().parse_args(argv)
-    conf = cfg.ConfigOpts()
     try:
-        logs.register_options(conf, PROG)
-        filter_conf.register_opts(conf)
-        load(conf, files_or_default(args.config_file, args.config_dir, FILTER_DEFAULTS),
-             args.config_dir)
-        logs.setup(conf, PROG)
+        conf = filter_conf.load_for_command(args, PROG)
         hostsdir = conf.pxe_filter.dhcp_hostsdir
         path = conf.pxe_filter.state_file
         if not path and not hostsdir:
