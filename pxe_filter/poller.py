@@ -2,7 +2,8 @@
 
 Every ``[pxe_filter]poll_interval`` the main loop asks the source for a cheap change signal
 (the database's own per-table statistics, see :meth:`DatabaseSource.change_signal`); only
-when it moved are the ``nodes`` and ``ports`` rows created or updated since the last read
+when it moved, and for a few seconds after, are the ``nodes`` and ``ports`` rows created or
+updated since the last read
 (less ``poll_margin`` for clock skew and whole-second timestamps) read and handed to the
 sync as hints, which it confirms with its usual lookup. Rows that went away show in the
 tables' counts and highest ids; then a full sync is asked for. The periodic full sync stays.
@@ -24,6 +25,10 @@ _UNREAD = object()
 #: Seconds between polls while they fail: each failing read may hold the main loop for up to
 #: [pxe_filter]database_read_timeout, and the full sync retries anyway.
 FAILING_INTERVAL = 10.0
+#: Seconds rows are still read after a change was seen. PostgreSQL holds back a process's
+#: counters for up to 10 s when it wrote less than a second after it last published them, so
+#: a write right after a seen one (a conductor's second save) shows only in its rows.
+SETTLE = 2.5
 
 
 def _utcnow() -> datetime.datetime:
@@ -42,6 +47,7 @@ class Poller:
         self._since = _utcnow() - datetime.timedelta(seconds=self.opts.poll_margin)
         self._counts: dict[str, tuple[int, int, int]] | None = None
         self._next = 0.0
+        self._settle_until = 0.0
         self._failing = False
 
     def wait(self) -> float | None:
@@ -71,8 +77,11 @@ class Poller:
 
     def _poll(self) -> None:
         signal = self.source.change_signal()
-        if signal is not None and signal == self._signal:
+        if signal is not None and signal == self._signal \
+                and time.monotonic() >= self._settle_until:
             return
+        if signal != self._signal:
+            self._settle_until = time.monotonic() + SETTLE
         started = _utcnow()
         previous = self._counts
         found = self.source.changes(
