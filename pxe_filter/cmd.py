@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     built: list[daemon.Daemon] = []
 
     def start() -> str | int:
-        built.append(daemon.build(conf, life, once=args.once))
+        built.append(daemon.Daemon(conf, life, once=args.once))
         return built[0].start()
 
     def serve() -> None:

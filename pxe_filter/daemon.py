@@ -11,14 +11,13 @@ The main loop is the one writer of decisions read from the database: the periodi
 the MACs, nodes and ports hinted by broadcasts and notifications, and the leases dnsmasq
 reports. Each pass pings systemd's watchdog, so only a loop that makes progress keeps the
 daemon alive; every database read in it is bounded in time. The database outage rule runs on
-a clock of its own (:class:`OutageGuard`), so a hung database closes unknown MACs on time.
+a clock of its own (:meth:`Daemon._guard_outage`), so a hung database closes unknown MACs on time.
 """
 
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from oslo_config import cfg
@@ -47,7 +46,7 @@ from pxe_filter.policy import UNSCOPED, Scope
 from pxe_filter.poller import Poller
 from pxe_filter.selfheal.healer import SelfHealer
 from pxe_filter.selfheal.watcher import HostsdirWatcher
-from pxe_filter.source import DatabaseSource
+from pxe_filter.source import DatabaseSource, PortView
 from pxe_filter.status import recorder as state
 from pxe_filter.sync import BroadcastResult, FilterSync, HostsdirSwapped, SyncResult
 
@@ -98,18 +97,8 @@ class Options:
             raise FatalConfigError(f"invalid configuration: {exc}") from None
 
 
-class _NoListener:
-    """Broadcasts are not consumed (no [DEFAULT]transport_url, or --once)."""
-
-    def start(self) -> None:
-        """Nothing to start."""
-
-    def stop(self) -> None:
-        """Nothing to stop."""
-
-
-class _NoWatcher:
-    """No self-healing (--once)."""
+class _Off:
+    """A part that does not run (no [DEFAULT]transport_url, or --once)."""
 
     def start(self) -> None:
         """Nothing to start."""
@@ -121,10 +110,8 @@ class _NoWatcher:
         """Nothing to stop."""
 
 
-def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Daemon":
-    """Check the configuration, the database and the hostsdir, take the hostsdir lock and
-    assemble the daemon; raises FatalError (FatalConfigError for configuration mistakes)."""
-    options = Options.read(conf)
+def _check_paths(conf: cfg.ConfigOpts, once: bool) -> tuple[str, str, str | None, str | None]:
+    """(hostsdir, state file, broadcast URL, notification URL), checked; raises FatalError."""
     try:
         hostsdir = check_hostsdir(conf.pxe_filter.dhcp_hostsdir)
         state_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
@@ -145,6 +132,11 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
             broker_connection(notification_url)  # refuses what cannot work, before anything
     except (cfg.Error, ValueError) as exc:
         raise FatalConfigError(f"invalid configuration: {exc}") from None
+    return hostsdir, state_path, transport_url, notification_url
+
+
+def _open_source(conf: cfg.ConfigOpts, read_timeout: float) -> DatabaseSource:
+    """The database, checked to answer; raises FatalError."""
     check_sqlite_file(conf.database.connection)
     try:
         engine = engine_from_conf(conf, read_only=True)
@@ -159,157 +151,107 @@ def build(conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> "Da
         engine.dispose()
         raise FatalError(f"{exc}; check [database]connection and that the database server "
                          f"is running") from None
-    source = DatabaseSource(engine, options.read_timeout)
-
-    def should_stop() -> bool:
-        # Called for every file a sync writes: a long sync still feeds the watchdog.
-        lifecycle.ping()
-        return lifecycle.stopping
-
-    try:
-        sync = FilterSync(source, hostsdir, supported_interfaces=options.supported_interfaces,
-                          discovery_enabled=options.discovery_enabled,
-                          deny_unknown_macs=options.deny_unknown_macs, scope=options.scope,
-                          should_stop=should_stop)
-    except OSError as exc:
-        source.close()
-        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {hostsdir} cannot be opened as a "
-                               f"directory ({exc.strerror or exc}): point it at the "
-                               f"directory itself") from None
-    def dnsmasq_exited(message: str) -> None:
-        # Called from the supervising thread, only after build() returned.
-        status.error(message)
-        status.dnsmasq_event("restart", message)
-
-    try:
-        control = Control() if once else dnsmasq_control.from_conf(conf, dnsmasq_exited)
-    except ControlError as exc:
-        source.close()
-        raise FatalConfigError(str(exc)) from None
-    # The default state file is a dotfile in the hostsdir: written relative to the held one.
-    status = state.StatusRecorder(
-        state_path, hostsdir, sync.figures, control.describe,
-        dir_fd=None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd))
-    status.scope = lambda: sync.scope.describe()  # noqa: PLW0108 - replaced on SIGHUP
-    metrics = FilterMetrics(status)
-    follower = NotificationFollower(sync)
-    if notification_url:
-        notification_listener = NotificationListener(
-            notification_url, conf.host, list(conf.pxe_filter.notification_topics),
-            follower.handle, expires=conf.pxe_filter.notification_queue_expires,
-            max_length=conf.pxe_filter.notification_queue_max_length)
-        status.notification_counts = lambda: dict(follower.counts)
-    else:
-        notification_listener = _NoListener()
-    if transport_url:
-        from pxe_filter import rpc  # noqa: PLC0415 - oslo.messaging only when configured
-
-        listener = rpc.BroadcastListener(transport_url, conf.host, sync,
-                                         after=metrics.broadcast_received)
-    else:
-        listener = _NoListener()
-    lock = HostsdirLock(hostsdir, sync.hostsdir.dir_fd)
-    try:
-        lock.acquire()
-    except FatalError:
-        source.close()
-        raise
-    warn_conflicts(options.discovery_enabled, options.deny_unknown_macs)
-    spool = None if once else (conf.dnsmasq.lease_report_dir or None)
-    book = leases.LeaseBook(leases.book_path(state_path) if spool else None)
-    return Daemon(conf, lifecycle, options, sync=sync, source=source, control=control,
-                  status=status, listener=listener, lock=lock, once=once,
-                  follower=follower if notification_url else None,
-                  notification_listener=notification_listener, metrics=metrics,
-                  lease_spool=spool, lease_book=book)
-
-
-class OutageGuard:
-    """Closes unknown MACs once the database has left a read unanswered for the configured
-    limit, on a thread of its own: a read hung in the main loop cannot hold it up."""
-
-    def __init__(self, source: DatabaseSource, limit: Callable[[], int],
-                 close: Callable[[float], None]) -> None:
-        self.source = source
-        self.limit = limit
-        self.close = close
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        """Check every second from now on."""
-        self._thread = threading.Thread(target=self._run, name="database-outage-guard",
-                                        daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop checking."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            self.check()
-
-    def check(self) -> None:
-        """Close unknown MACs now if the outage has lasted the limit."""
-        limit = self.limit()
-        down = self.source.unanswered_for()
-        if limit and down >= limit:
-            self.close(down)
+    return DatabaseSource(engine, read_timeout)
 
 
 class Daemon:
-    """One ironic-pxe-filter process, complete from construction (see :func:`build`)."""
+    """One ironic-pxe-filter process, complete from construction: it checks the
+    configuration, the database and the hostsdir and takes the hostsdir lock; raises
+    FatalError (FatalConfigError for configuration mistakes)."""
 
-    def __init__(self, conf: cfg.ConfigOpts, lifecycle: Lifecycle, options: Options, *,
-                 sync: FilterSync, source: DatabaseSource, control: Control,
-                 status: state.StatusRecorder, listener, lock: HostsdirLock,
-                 once: bool = False, follower: NotificationFollower | None = None,
-                 notification_listener=None, metrics: FilterMetrics | None = None,
-                 lease_spool: str | None = None,
-                 lease_book: leases.LeaseBook | None = None) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> None:
         self.conf = conf
         self.lifecycle = lifecycle
-        self.options = options
-        self.sync = sync
-        self.source = source
-        self.control = control
-        self.status = status
-        self.listener = listener
-        #: Follows Ironic's notifications when [pxe_filter]ironic_notifications is on.
-        self.follower = follower
-        self.notification_listener = notification_listener or _NoListener()
         self.once = once
-        self.metrics = metrics or FilterMetrics(status)
+        self.options = options = Options.read(conf)
+        hostsdir, state_path, transport_url, notification_url = _check_paths(conf, once)
+        self.source = _open_source(conf, options.read_timeout)
+        try:
+            self._assemble(hostsdir, state_path, transport_url, notification_url)
+        except BaseException:
+            self.source.close()
+            raise
+        warn_conflicts(options.discovery_enabled, options.deny_unknown_macs)
+
+    def _assemble(self, hostsdir: str, state_path: str, transport_url: str | None,
+                  notification_url: str | None) -> None:
+        conf, options, once = self.conf, self.options, self.once
+
+        def should_stop() -> bool:
+            # Called for every file a sync writes: a long sync still feeds the watchdog.
+            self.lifecycle.ping()
+            return self.lifecycle.stopping
+
+        try:
+            self.sync = sync = FilterSync(
+                self.source, hostsdir, supported_interfaces=options.supported_interfaces,
+                discovery_enabled=options.discovery_enabled,
+                deny_unknown_macs=options.deny_unknown_macs, scope=options.scope,
+                should_stop=should_stop)
+        except OSError as exc:
+            raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {hostsdir} cannot be opened as "
+                                   f"a directory ({exc.strerror or exc}): point it at the "
+                                   f"directory itself") from None
+
+        def dnsmasq_exited(message: str) -> None:
+            # Called from the supervising thread, only after construction.
+            self.status.error(message)
+            self.status.dnsmasq_event("restart", message)
+
+        try:
+            self.control = Control() if once else dnsmasq_control.from_conf(conf, dnsmasq_exited)
+        except ControlError as exc:
+            raise FatalConfigError(str(exc)) from None
+        # The default state file is a dotfile in the hostsdir: written relative to the held one.
+        self.status = status = state.StatusRecorder(
+            state_path, hostsdir, sync.figures, self.control.describe,
+            dir_fd=None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd))
+        status.scope = lambda: sync.scope.describe()  # noqa: PLW0108 - replaced on SIGHUP
+        self.metrics = FilterMetrics(status)
         self.metrics_server = prometheus.server_for(
             self.metrics.registry, conf.pxe_filter.prometheus_host,
             0 if once else conf.pxe_filter.prometheus_port)
-        self._warned_purge = False
+        #: Follows Ironic's notifications when [pxe_filter]ironic_notifications is on.
+        self.follower: NotificationFollower | None = None
+        self.notification_listener: NotificationListener | _Off = _Off()
+        if notification_url:
+            self.follower = NotificationFollower(sync)
+            self.notification_listener = NotificationListener(
+                notification_url, conf.host, list(conf.pxe_filter.notification_topics),
+                self.follower.handle, expires=conf.pxe_filter.notification_queue_expires,
+                max_length=conf.pxe_filter.notification_queue_max_length)
+            status.notification_counts = lambda: dict(self.follower.counts)
+        self.listener = _Off()
+        if transport_url:
+            from pxe_filter import rpc  # noqa: PLC0415 - oslo.messaging only when configured
+
+            self.listener = rpc.BroadcastListener(transport_url, conf.host, sync,
+                                                  after=self.metrics.broadcast_received)
+        lock = HostsdirLock(hostsdir, sync.hostsdir.dir_fd)
+        lock.acquire()
         #: dnsmasq's lease reports (None: not watched) and each MAC's last DHCP.
-        self.lease_spool = lease_spool
-        self.lease_book = lease_book if lease_book is not None else leases.LeaseBook(None)
-        self._lease_saved = 0.0
-        self._hints_retry_at = 0.0
+        self.lease_spool = None if once else (conf.dnsmasq.lease_report_dir or None)
+        self.lease_book = leases.LeaseBook(
+            leases.book_path(state_path) if self.lease_spool else None)
+        self._warned_purge = False
+        self._lease_saved = self._hints_retry_at = self._due_sync_at = 0.0
         self._hints_failing = False
-        self._due_sync_at = 0.0
-        self.poller = Poller(source, sync, conf)
-        self.guard = OutageGuard(source, lambda: self.options.outage_deny_unknown,
-                                 self._close_unknown_after_outage)
+        self._guard_stop = threading.Event()
+        self._guard = threading.Thread(target=self._guard_outage, name="database-outage-guard",
+                                       daemon=True)
+        self.poller = Poller(self.source, sync, conf)
         sync.on_broadcast = self._after_broadcast
         sync.on_read = self._after_read
-        sync.on_pending = lifecycle.wake
-        self.failsafe = FailSafe(sync.hostsdir, control, status,
-                                 reload_dnsmasq=self._reload_dnsmasq, wake=lifecycle.wake)
+        sync.on_pending = self.lifecycle.wake
+        self.failsafe = FailSafe(sync.hostsdir, self.control, status,
+                                 reload_dnsmasq=self._reload_dnsmasq, wake=self.lifecycle.wake)
         sync.after_writes = self.failsafe.after_writes
         sync.after_foreign = self._after_foreign
-        self.healer = SelfHealer(sync.hostsdir.path, sync, control, status, lock,
+        self.healer = SelfHealer(sync.hostsdir.path, sync, self.control, status, lock,
                                  reload_dnsmasq=self._reload_dnsmasq,
-                                 threshold=self._threshold, wake=lifecycle.wake)
-        if once:
-            self.watcher = _NoWatcher()
-        else:
+                                 threshold=self._threshold, wake=self.lifecycle.wake)
+        self.watcher = _Off()
+        if not once:
             # Watching before the first sync: nothing changed meanwhile goes unnoticed. Our
             # own renames are announced to it, and it drains the queue as we write.
             self.watcher = HostsdirWatcher(sync.hostsdir.path, self.healer.repair,
@@ -344,7 +286,7 @@ class Daemon:
         if self.once or self.lifecycle.stopping:
             return EXIT_RUNTIME if result.failed else EXIT_OK
         self.watcher.start()
-        self.guard.start()
+        self._guard.start()
         self._start_dnsmasq()
         if not self.lifecycle.stopping:
             self._start_listener()
@@ -398,7 +340,7 @@ class Daemon:
         except Exception as exc:  # driver-specific exception types
             raise FatalError(f"cannot listen for broadcasts on [DEFAULT]transport_url: "
                              f"{exc}") from None
-        if not isinstance(self.listener, _NoListener):
+        if not isinstance(self.listener, _Off):
             LOG.info("Listening for update_pxe_filters broadcasts as server %s",
                      self.conf.host)
 
@@ -580,11 +522,11 @@ class Daemon:
 
     def _judge_leases(self, found: list[leases.Lease], wanted: set[str]) -> None:
         try:
-            verdicts = self.sync.database_verdicts(wanted)
+            verdicts, ports = self.sync.database_verdicts(wanted)
             source = "the database"
         except DatabaseError as exc:
             LOG.warning("Leases checked against the held policy: %s", exc)
-            verdicts = {mac: self.sync.decision(mac) for mac in wanted}
+            verdicts, ports = {mac: self.sync.decision(mac) for mac in wanted}, {}
             source = "the held policy (the database does not answer)"
         closed: set[str] = set()
         for lease in found:
@@ -599,19 +541,18 @@ class Daemon:
                             shut - lease.time, source)
                 continue
             closed.add(mac)
-            self._served_denied(lease, source)
+            self._served_denied(mac, lease, source, ports.get(mac))
 
-    def _served_denied(self, lease: leases.Lease, source: str) -> None:
-        mac = lease.mac
-        assert mac is not None
-        node, state = self._node_of(mac)
+    def _served_denied(self, mac: str, lease: leases.Lease, source: str,
+                       port: PortView | None) -> None:
         LOG.critical("dnsmasq served a MAC %s denies: %s got %s (%s at %s), node %s (%s). "
                      "Closing it now: its file rewritten to deny and dnsmasq reloaded. Find "
                      "how it was allowed: 'ironic-pxe-filter explain %s', the files and "
                      "dnsmasq's configuration", source, mac, lease.address,
                      "a new lease" if lease.action == "add" else "a renewal",
                      time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(lease.time)),
-                     node or "none", state or "no port", mac)
+                     (port and port.node_uuid) or "none",
+                     (port and port.provision_state) or "no port", mac)
         self.metrics.served_denied.inc()
         self.status.error(f"dnsmasq served denied MAC {mac} ({lease.address}); closed",
                           write=True)
@@ -620,16 +561,6 @@ class Daemon:
                 f"a lease to denied MAC {mac}"))
         except OSError as exc:
             LOG.error("Cannot close %s: %s", mac, exc.strerror or exc)
-
-    def _node_of(self, mac: str) -> tuple[str | None, str | None]:
-        """(node UUID, provision state) of ``mac``'s port, for log lines; Nones if unknown."""
-        try:
-            found = self.source.lookup([mac], supported_interfaces=self.sync.supported_interfaces,
-                                       scope=self.sync.scope)
-        except DatabaseError:
-            return None, None
-        view = found.ports.get(mac)
-        return (None, None) if view is None else (view.node_uuid, view.provision_state)
 
     def _retry_failed(self) -> None:
         """While failing closed, retry the failed files every second, not every sync."""
@@ -657,6 +588,14 @@ class Daemon:
         LOG.info("Serving %s", options.scope.describe())
         warn_conflicts(options.discovery_enabled, options.deny_unknown_macs)
         return options.sync_period
+
+    def _guard_outage(self) -> None:
+        """Close unknown MACs once the database has left a read unanswered for the configured
+        limit, on a thread of its own: a read hung in the main loop cannot hold it up."""
+        while not self._guard_stop.wait(1.0):
+            limit, down = self.options.outage_deny_unknown, self.source.unanswered_for()
+            if limit and down >= limit:
+                self._close_unknown_after_outage(down)
 
     def _close_unknown_after_outage(self, down: float) -> None:
         """The outage guard's verdict: deny MACs of no port until the database answers."""
@@ -705,7 +644,9 @@ class Daemon:
         """Stop serving broadcasts and watching, stop a dnsmasq we run, release the lock."""
         self.notification_listener.stop()
         self.listener.stop()
-        self.guard.stop()
+        self._guard_stop.set()
+        if self._guard.is_alive():
+            self._guard.join(5)
         self.lease_book.save()
         self.watcher.stop()
         self.control.stop()

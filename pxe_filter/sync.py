@@ -24,7 +24,7 @@ from pxe_filter import policy
 from pxe_filter.common import macs
 from pxe_filter.foreign_files import ForeignReport, remove_foreign
 from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, WriteReport
-from pxe_filter.source import Lookup, Source
+from pxe_filter.source import Lookup, PortView, Source
 from pxe_filter.sync_results import BroadcastResult, SyncResult
 
 LOG = logging.getLogger(__name__)
@@ -425,16 +425,17 @@ class FilterSync:
         desired = self.desired
         return None if desired is None else desired.decision(mac)
 
-    def database_verdicts(self, wanted: Collection[str]) -> dict[str, bool]:
-        """What the database says of each MAC now (its node, else the unknown-MAC policy);
-        raises DatabaseError."""
+    def database_verdicts(self, wanted: Collection[str]
+                          ) -> tuple[dict[str, bool], dict[str, PortView]]:
+        """What the database says of each MAC now (its node, else the unknown-MAC policy),
+        and the ports it found; raises DatabaseError."""
         interfaces, scope = self.supported_interfaces, self.scope
         found = self.source.lookup(wanted, supported_interfaces=interfaces, scope=scope)
         unknown = self.closed_unknown is None and policy.unknown_allowed(
             found.any_served, discovery_enabled=self.discovery_enabled,
             deny_unknown_macs=self.deny_unknown_macs)
-        return {mac: unknown if allow is None else allow
-                for mac, allow in _verdicts(found, wanted, interfaces, scope).items()}
+        return {mac: unknown if allow is None else allow for mac, allow in
+                _verdicts(found, wanted, interfaces, scope).items()}, found.ports
 
     def figures(self) -> tuple[int, int, bool | None]:
         """(allowed, denied, unknown allowed) of the held policy (None before a sync)."""
