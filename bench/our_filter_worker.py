@@ -24,9 +24,7 @@ def main() -> None:
     from pxe_filter.sync import FilterSync  # noqa: PLC0415
 
     engine = create_engine(f"sqlite:///{os.path.abspath(args.db)}")
-    sync = FilterSync(DatabaseSource(engine), os.path.abspath(args.hostsdir),
-                      supported_interfaces=("agent",), discovery_enabled=False,
-                      deny_unknown_macs=False)
+    sync = FilterSync(DatabaseSource(engine), os.path.abspath(args.hostsdir))
     serve(sync.full_sync)
 
 

@@ -42,7 +42,7 @@ from pxe_filter.hostsdir_lock import HostsdirLock
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.notifications.listener import NotificationListener, broker_connection
-from pxe_filter.policy import UNSCOPED, Scope
+from pxe_filter.policy import Scope, Settings
 from pxe_filter.poller import Poller
 from pxe_filter.selfheal.healer import SelfHealer
 from pxe_filter.selfheal.watcher import HostsdirWatcher
@@ -75,12 +75,9 @@ class Options:
     """The options re-read on SIGHUP."""
 
     sync_period: int
-    supported_interfaces: list[str]
-    discovery_enabled: bool
-    deny_unknown_macs: bool
+    settings: Settings
     #: Seconds without an answered read before unknown MACs are denied (0: never).
     outage_deny_unknown: int = 0
-    scope: Scope = UNSCOPED
     read_timeout: float = 10.0
 
     @classmethod
@@ -88,11 +85,11 @@ class Options:
         """Read and validate them; raises FatalConfigError."""
         try:
             opts = conf.pxe_filter
-            return cls(opts.sync_period, list(opts.supported_inspect_interfaces),
-                       conf.auto_discovery.enabled, opts.deny_unknown_macs,
-                       opts.database_outage_deny_unknown,
-                       Scope.from_options(opts.conductor_groups, opts.shards,
-                                          opts.out_of_scope), opts.database_read_timeout)
+            scope = Scope.from_options(opts.conductor_groups, opts.shards, opts.out_of_scope)
+            return cls(opts.sync_period,
+                       Settings(frozenset(opts.supported_inspect_interfaces),
+                                conf.auto_discovery.enabled, opts.deny_unknown_macs, scope),
+                       opts.database_outage_deny_unknown, opts.database_read_timeout)
         except (cfg.Error, ValueError) as exc:
             raise FatalConfigError(f"invalid configuration: {exc}") from None
 
@@ -171,7 +168,7 @@ class Daemon:
         except BaseException:
             self.source.close()
             raise
-        warn_conflicts(options.discovery_enabled, options.deny_unknown_macs)
+        warn_conflicts(options.settings.discovery_enabled, options.settings.deny_unknown_macs)
 
     def _assemble(self, hostsdir: str, state_path: str, transport_url: str | None,
                   notification_url: str | None) -> None:
@@ -183,11 +180,8 @@ class Daemon:
             return self.lifecycle.stopping
 
         try:
-            self.sync = sync = FilterSync(
-                self.source, hostsdir, supported_interfaces=options.supported_interfaces,
-                discovery_enabled=options.discovery_enabled,
-                deny_unknown_macs=options.deny_unknown_macs, scope=options.scope,
-                should_stop=should_stop)
+            self.sync = sync = FilterSync(self.source, hostsdir, options.settings,
+                                          should_stop=should_stop)
         except OSError as exc:
             raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {hostsdir} cannot be opened as "
                                    f"a directory ({exc.strerror or exc}): point it at the "
@@ -206,7 +200,7 @@ class Daemon:
         self.status = status = state.StatusRecorder(
             state_path, hostsdir, sync.figures, self.control.describe,
             dir_fd=None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd))
-        status.scope = lambda: sync.scope.describe()  # noqa: PLW0108 - replaced on SIGHUP
+        status.scope = lambda: sync.settings.scope.describe()  # noqa: PLW0108 - SIGHUP
         self.metrics = FilterMetrics(status)
         self.metrics_server = prometheus.server_for(
             self.metrics.registry, conf.pxe_filter.prometheus_host,
@@ -279,7 +273,7 @@ class Daemon:
         LOG.info("Managing %s from %s (sync every %s; dnsmasq control: %s)", hostsdir,
                  self.source.describe(), f"{period} s" if period else
                  "never: periodic sync disabled", self.control.name)
-        LOG.info("Serving %s", self.options.scope.describe())
+        LOG.info("Serving %s", self.options.settings.scope.describe())
         result = self._first_sync()
         if self.failsafe.fatal:
             raise FatalError(self.failsafe.fatal)
@@ -581,12 +575,10 @@ class Daemon:
                       "file and send SIGHUP again", exc)
             return period
         self.options = options
-        self.sync.configure(supported_interfaces=options.supported_interfaces,
-                            discovery_enabled=options.discovery_enabled,
-                            deny_unknown_macs=options.deny_unknown_macs, scope=options.scope)
+        self.sync.settings = options.settings
         self.sync.reread_files()
-        LOG.info("Serving %s", options.scope.describe())
-        warn_conflicts(options.discovery_enabled, options.deny_unknown_macs)
+        LOG.info("Serving %s", options.settings.scope.describe())
+        warn_conflicts(options.settings.discovery_enabled, options.settings.deny_unknown_macs)
         return options.sync_period
 
     def _guard_outage(self) -> None:

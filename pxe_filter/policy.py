@@ -137,15 +137,13 @@ def nodes_on_inspection(nodes: Iterable[tuple], supported_interfaces: Collection
                            conductor_group=group, shard=shard)}
 
 
-def compute_split(allow: set, deny: set, any_inspecting: bool, *, discovery_enabled: bool,
-                  deny_unknown_macs: bool) -> DesiredState:
+def compute_split(allow: set, deny: set, unknown: bool) -> DesiredState:
     """Desired state from raw addresses of ports whose node is on inspection (``allow``)
-    and of all others (``deny``); both sets are consumed (normalised in place)."""
+    and of all others (``deny``), ``unknown`` MACs allowed or not; both sets are consumed
+    (normalised in place)."""
     allow, bad_allow = _normalise(allow)
     deny, bad_deny = _normalise(deny)
     allow -= deny
-    unknown = unknown_allowed(any_inspecting, discovery_enabled=discovery_enabled,
-                              deny_unknown_macs=deny_unknown_macs)
     return DesiredState(allow=allow, deny=deny, unknown_allowed=unknown,
                         invalid=bad_allow + bad_deny)
 
@@ -155,6 +153,31 @@ def unknown_allowed(any_served: bool, *, discovery_enabled: bool,
     """Whether MACs of no port are served: with auto-discovery, or while a node's ports are
     served (Ironic's active inspection), unless ``deny_unknown_macs``."""
     return (discovery_enabled or any_served) and not deny_unknown_macs
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The options every verdict depends on besides the database; replaced whole on SIGHUP,
+    so that one read decides under one set of them."""
+
+    supported_interfaces: frozenset[str] = frozenset(("agent",))
+    discovery_enabled: bool = False
+    deny_unknown_macs: bool = False
+    scope: Scope = UNSCOPED
+
+    def verdict(self, port) -> bool | None:
+        """:func:`port_verdict` of a port's node (a :class:`pxe_filter.source.PortView`)."""
+        return port_verdict(port.provision_state, port.inspect_interface,
+                            port.conductor_group, port.shard,
+                            supported_interfaces=self.supported_interfaces, scope=self.scope)
+
+    def unknown_allowed(self, any_served: bool) -> bool:
+        """:func:`unknown_allowed` under these options."""
+        return unknown_allowed(any_served, discovery_enabled=self.discovery_enabled,
+                               deny_unknown_macs=self.deny_unknown_macs)
+
+
+DEFAULTS = Settings()
 
 
 #: Values checked per batch by :func:`_all_canonical`: joining 1M MACs at once would make

@@ -46,17 +46,13 @@ class HostsdirSwapped(Exception):
 class FilterSync:
     """Keeps one hostsdir in step with the database, hinted by messages. Thread-safe."""
 
-    def __init__(self, source: Source, hostsdir_path: str, *,
-                 supported_interfaces: Collection[str] = ("agent",),
-                 discovery_enabled: bool = False, deny_unknown_macs: bool = False,
-                 scope: policy.Scope = policy.UNSCOPED,
+    def __init__(self, source: Source, hostsdir_path: str,
+                 settings: policy.Settings = policy.DEFAULTS, *,
                  should_stop: Callable[[], bool] = lambda: False) -> None:
         self.source = source
         self.hostsdir = HostsDir(hostsdir_path)
-        self.supported_interfaces = frozenset(supported_interfaces)
-        self.scope = scope
-        self.discovery_enabled = discovery_enabled
-        self.deny_unknown_macs = deny_unknown_macs
+        #: The options verdicts follow (SIGHUP replaces them whole; the next read uses them).
+        self.settings = settings
         self.should_stop = should_stop
         self._lock = threading.Lock()  # guards the hostsdir, the policy and the hints
         self._read_lock = threading.Lock()  # one read-and-apply at a time, in read order
@@ -93,15 +89,6 @@ class FilterSync:
         #: The policy the daemon holds (the database as last read); None before the first
         #: sync. Self-healing puts files back to it.
         self.desired: policy.DesiredState | None = None
-
-    def configure(self, *, supported_interfaces: Collection[str], discovery_enabled: bool,
-                  deny_unknown_macs: bool, scope: policy.Scope = policy.UNSCOPED) -> None:
-        """Apply re-read options (SIGHUP); the next read uses them."""
-        with self._lock:
-            self.supported_interfaces = frozenset(supported_interfaces)
-            self.scope = scope
-            self.discovery_enabled = discovery_enabled
-            self.deny_unknown_macs = deny_unknown_macs
 
     def reread_files(self) -> None:
         """Make the next full sync re-read the content of every file."""
@@ -191,19 +178,17 @@ class FilterSync:
         start = time.monotonic()
         with self._lock:
             generation = self._generation
-            interfaces, scope = self.supported_interfaces, self.scope
-            discovery, deny_unknown = self.discovery_enabled, self.deny_unknown_macs
+            settings = self.settings
             hinted = self._take_hints()  # this read covers them
         try:
-            snap = self.source.read_snapshot(interfaces, scope)
+            snap = self.source.read_snapshot(settings.supported_interfaces, settings.scope)
         except Exception:
             with self._lock:
                 self._requeue(*hinted)
             raise
         served_by = snap.served_by
         desired = policy.compute_split(snap.on_inspection, snap.others,
-                                       bool(snap.inspecting), discovery_enabled=discovery,
-                                       deny_unknown_macs=deny_unknown)
+                                       settings.unknown_allowed(bool(snap.inspecting)))
         del snap
         desired.served_by = {node: {mac for mac in addresses if mac in desired.allow}
                              for node, addresses in served_by.items()}
@@ -339,20 +324,21 @@ class FilterSync:
                 if self.desired is None or not self.pending:
                     return None
                 generation = self._generation
-                interfaces, scope = self.supported_interfaces, self.scope
+                settings = self.settings
                 hinted = self._take_hints()
                 held = {node: set(self.desired.served_by[node]) for node in hinted[1]
                         if node in self.desired.served_by}
             wanted, nodes, ports = hinted
             try:
-                found = self.source.lookup(wanted, nodes, ports, supported_interfaces=interfaces,
-                                           scope=scope, held=held)
+                found = self.source.lookup(
+                    wanted, nodes, ports, supported_interfaces=settings.supported_interfaces,
+                    scope=settings.scope, held=held)
             except Exception:
                 with self._lock:
                     self._requeue(*hinted)
                 raise
             with self._lock:
-                result = self._apply_lookup(found, wanted, generation, interfaces, scope)
+                result = self._apply_lookup(found, wanted, generation, settings)
         LOG.info("Database read for %d MAC(s), %d node(s), %d port(s): %d allowed, %d "
                  "denied, %d left to the wildcard; %d file(s) written, %d failed",
                  len(wanted), len(nodes), len(ports), result.allowed, result.denied,
@@ -362,7 +348,7 @@ class FilterSync:
         return result
 
     def _apply_lookup(self, found: Lookup, wanted: set[str], generation: int,
-                      interfaces: Collection[str], scope: policy.Scope) -> BroadcastResult:
+                      settings: policy.Settings) -> BroadcastResult:
         """Update the held policy with what the database said; write the files that differ
         (caller holds the lock)."""
         desired = self.desired
@@ -370,15 +356,14 @@ class FilterSync:
         result = BroadcastResult()
         if found.missing_nodes:
             self.full_sync_due = True  # a deleted node's MACs: only a full read knows them
-        desired.unknown_allowed = self.closed_unknown is None and policy.unknown_allowed(
-            found.any_served, discovery_enabled=self.discovery_enabled,
-            deny_unknown_macs=self.deny_unknown_macs)
+        desired.unknown_allowed = self.closed_unknown is None \
+            and settings.unknown_allowed(found.any_served)
         for node, served in found.served_nodes.items():
             desired.served_by[node] = served
         for node in found.unserved_nodes:
             desired.served_by.pop(node, None)
         read = wanted | found.asked | set(found.ports)
-        for mac, allow in _verdicts(found, read, interfaces, scope).items():
+        for mac, allow in _verdicts(found, read, settings).items():
             if allow is None:
                 desired.forget(mac)  # no port here: the unknown-MAC policy decides
                 result.unknown += 1
@@ -429,13 +414,12 @@ class FilterSync:
                           ) -> tuple[dict[str, bool], dict[str, PortView]]:
         """What the database says of each MAC now (its node, else the unknown-MAC policy),
         and the ports it found; raises DatabaseError."""
-        interfaces, scope = self.supported_interfaces, self.scope
-        found = self.source.lookup(wanted, supported_interfaces=interfaces, scope=scope)
-        unknown = self.closed_unknown is None and policy.unknown_allowed(
-            found.any_served, discovery_enabled=self.discovery_enabled,
-            deny_unknown_macs=self.deny_unknown_macs)
+        settings = self.settings
+        found = self.source.lookup(wanted, supported_interfaces=settings.supported_interfaces,
+                                   scope=settings.scope)
+        unknown = self.closed_unknown is None and settings.unknown_allowed(found.any_served)
         return {mac: unknown if allow is None else allow for mac, allow in
-                _verdicts(found, wanted, interfaces, scope).items()}, found.ports
+                _verdicts(found, wanted, settings).items()}, found.ports
 
     def figures(self) -> tuple[int, int, bool | None]:
         """(allowed, denied, unknown allowed) of the held policy (None before a sync)."""
@@ -559,16 +543,11 @@ def names_another(data: bytes | None, mac: str) -> bool:
     return False
 
 
-def _verdicts(found: Lookup, wanted: Collection[str], interfaces: Collection[str],
-              scope: policy.Scope) -> dict[str, bool | None]:
+def _verdicts(found: Lookup, wanted: Collection[str],
+              settings: policy.Settings) -> dict[str, bool | None]:
     """Each MAC's verdict from its port's node; None where the unknown-MAC policy decides."""
-    verdicts: dict[str, bool | None] = {}
-    for mac in wanted:
-        view = found.ports.get(mac)
-        verdicts[mac] = None if view is None else policy.port_verdict(
-            view.provision_state, view.inspect_interface, view.conductor_group, view.shard,
-            supported_interfaces=interfaces, scope=scope)
-    return verdicts
+    return {mac: None if mac not in found.ports else settings.verdict(found.ports[mac])
+            for mac in wanted}
 
 
 def _same_file(hostsdir: HostsDir, name: str) -> bool:

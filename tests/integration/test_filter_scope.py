@@ -19,6 +19,7 @@ from pxe_filter import broadcast, policy
 from pxe_filter.common import messaging
 from pxe_filter.common.database import create_engine
 from pxe_filter.hostsdir import WILDCARD
+from pxe_filter.policy import Settings
 from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import FilterSync
 from tests.integration.test_notification_follower import Bus
@@ -68,7 +69,7 @@ def test_full_sync_is_scoped_in_sql(db_url, tmp_path, mode):
         # Rows read: every port under deny, only the in-scope nodes' ports under wildcard.
         assert snap.on_inspection == {IN1}
         assert snap.others == ({IN2} | outside if mode == "deny" else {IN2})
-        result = FilterSync(source, str(hosts), scope=scope).full_sync()
+        result = FilterSync(source, str(hosts), Settings(scope=scope)).full_sync()
         found = on_disk(hosts)
         assert found.pop(IN1) == ALLOW.format(IN1) and found.pop(IN2) == DENY.format(IN2)
         assert found.pop(WILDCARD) == "*:*:*:*:*:*\n"  # an in-scope node is on inspection

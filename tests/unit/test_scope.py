@@ -12,6 +12,7 @@ from pxe_filter import policy
 from pxe_filter.common.database import DatabaseError, create_engine
 from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC
 from pxe_filter.notifications.follower import NotificationFollower
+from pxe_filter.policy import Settings
 from pxe_filter.source import DatabaseSource, snapshot_queries
 from pxe_filter.sync import FilterSync
 from tests.support.memory_source import MemorySource
@@ -151,7 +152,7 @@ def test_any_served_counts_only_in_scope_nodes(engine):
 
 # -- the full sync and broadcasts ---------------------------------------------------------
 def test_wildcard_mode_writes_no_file_for_out_of_scope_ports(engine, hosts, racks):
-    sync = FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1_WILDCARD)
+    sync = FilterSync(DatabaseSource(engine), str(hosts), Settings(scope=RACK1_WILDCARD))
     result = sync.full_sync()
     found = files(hosts)
     assert found.pop(IN1) == ALLOW.format(IN1) and found.pop(IN2) == DENY.format(IN2)
@@ -160,7 +161,7 @@ def test_wildcard_mode_writes_no_file_for_out_of_scope_ports(engine, hosts, rack
 
 
 def test_deny_mode_denies_out_of_scope_nodes_on_inspection(engine, hosts, racks):
-    FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1).full_sync()
+    FilterSync(DatabaseSource(engine), str(hosts), Settings(scope=RACK1)).full_sync()
     found = files(hosts)
     assert found[IN1] == ALLOW.format(IN1)
     assert found[OUT1] == DENY.format(OUT1) and found[OUT2] == DENY.format(OUT2)
@@ -168,7 +169,7 @@ def test_deny_mode_denies_out_of_scope_nodes_on_inspection(engine, hosts, racks)
 
 def test_unknown_macs_follow_only_in_scope_nodes(engine, hosts):
     add_node(engine, "inspect wait", [OUT1], "rack2")
-    sync = FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1)
+    sync = FilterSync(DatabaseSource(engine), str(hosts), Settings(scope=RACK1))
     assert not sync.full_sync().unknown_allowed
     assert files(hosts)[WILDCARD].endswith(",ignore\n")
     add_node(engine, "inspect wait", [IN1], "rack1")
@@ -176,7 +177,7 @@ def test_unknown_macs_follow_only_in_scope_nodes(engine, hosts):
 
 
 def test_broadcast_allow_of_an_out_of_scope_mac_stays_denied(engine, hosts, racks):
-    sync = FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1)
+    sync = FilterSync(DatabaseSource(engine), str(hosts), Settings(scope=RACK1))
     sync.full_sync()
     sync.hint(allow=[OUT1, IN2, LOOSE])
     result = sync.reconcile_pending()
@@ -189,7 +190,7 @@ def test_broadcast_allow_of_an_out_of_scope_mac_stays_denied(engine, hosts, rack
 
 def test_broadcast_allow_of_an_out_of_scope_mac_writes_nothing_in_wildcard_mode(
         engine, hosts, racks):
-    sync = FilterSync(DatabaseSource(engine), str(hosts), scope=RACK1_WILDCARD)
+    sync = FilterSync(DatabaseSource(engine), str(hosts), Settings(scope=RACK1_WILDCARD))
     sync.full_sync()
     sync.hint(allow=[OUT1], deny=[OUT2])
     assert files(hosts)[OUT2] == DENY.format(OUT2)  # denies apply at once, as ever
@@ -203,7 +204,7 @@ def test_broadcast_allow_of_an_out_of_scope_mac_writes_nothing_in_wildcard_mode(
 
 def test_broadcast_allow_waits_without_the_database(tmp_path, hosts):
     broken = create_engine(f"sqlite:///{tmp_path}/no-tables.sqlite")  # every read fails
-    sync = FilterSync(MemorySource(), str(hosts), scope=RACK1)
+    sync = FilterSync(MemorySource(), str(hosts), Settings(scope=RACK1))
     sync.full_sync()
     sync.source = DatabaseSource(broken)
     result = sync.hint(allow=[IN1], deny=[IN2])
@@ -213,12 +214,11 @@ def test_broadcast_allow_waits_without_the_database(tmp_path, hosts):
     assert (result.allowed, result.denied) == (1, 1) and sync.pending
 
 
-def test_scope_changed_by_configure_applies_to_the_next_sync(engine, hosts, racks):
+def test_scope_changed_on_sighup_applies_to_the_next_sync(engine, hosts, racks):
     sync = FilterSync(DatabaseSource(engine), str(hosts))
     sync.full_sync()
     assert files(hosts)[OUT1] == ALLOW.format(OUT1)
-    sync.configure(supported_interfaces=["agent"], discovery_enabled=False,
-                   deny_unknown_macs=False, scope=RACK1)
+    sync.settings = Settings(scope=RACK1)
     sync.full_sync()
     assert files(hosts)[OUT1] == DENY.format(OUT1)
 
@@ -226,7 +226,7 @@ def test_scope_changed_by_configure_applies_to_the_next_sync(engine, hosts, rack
 # -- notifications -----------------------------------------------------------------------
 @pytest.mark.parametrize("scope", [RACK1, RACK1_WILDCARD])
 def test_a_notification_for_an_out_of_scope_node_never_opens_it(engine, hosts, scope):
-    sync = FilterSync(DatabaseSource(engine), str(hosts), scope=scope)
+    sync = FilterSync(DatabaseSource(engine), str(hosts), Settings(scope=scope))
     sync.full_sync()
     follower = NotificationFollower(sync)
     out = add_node(engine, "inspect wait", [OUT1], "rack2")

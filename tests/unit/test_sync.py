@@ -12,6 +12,7 @@ from sqlalchemy import event
 from inspection.db.models import Node, Port
 from pxe_filter.common.database import DatabaseError
 from pxe_filter.hostsdir import RESERVE, WILDCARD
+from pxe_filter.policy import Settings
 from pxe_filter.source import DatabaseSource
 from pxe_filter.sync import FilterSync
 
@@ -54,10 +55,9 @@ def test_full_sync_counts_and_files(engine, hosts):
 
 def test_discovery_and_deny_unknown_options(engine, hosts):
     add_node(engine, "active", [M1])
-    sync = FilterSync(DatabaseSource(engine), str(hosts), discovery_enabled=True)
+    sync = FilterSync(DatabaseSource(engine), str(hosts), Settings(discovery_enabled=True))
     assert sync.full_sync().unknown_allowed
-    sync.configure(supported_interfaces=["agent"], discovery_enabled=True,
-                   deny_unknown_macs=True)
+    sync.settings = Settings(discovery_enabled=True, deny_unknown_macs=True)
     assert not sync.full_sync().unknown_allowed
     assert content(hosts, WILDCARD) == "*:*:*:*:*:*,ignore\n"
 
