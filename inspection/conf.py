@@ -162,24 +162,28 @@ api_opts = [
                 help="Let auth_strategy = noauth listen on a non-loopback address (anyone "
                      "who reaches the port can then change nodes and rules)."),
     cfg.IntOpt("auth_max_failures", default=10, min=1,
-               help="Failed logins from one client address within auth_failure_window "
-                    "after which its logins are refused (429) until the window passes."),
+               help="Failed logins as one user name from one client address (IPv6: its "
+                    "/64) within auth_failure_window after which that user's logins from "
+                    "that address are refused (429, without a password check) until the "
+                    "window ends. Other users at that address, and that user elsewhere, "
+                    "are not refused."),
     cfg.IntOpt("auth_failure_window", default=60, min=1,
-               help="Seconds over which failed logins are counted per client address."),
+               help="Seconds over which failed logins are counted per user name and client "
+                    "address, from the first failure."),
     cfg.IntOpt("auth_concurrency", min=1, sample_default="half the CPUs, at least 1",
                help="Password checks (bcrypt) run at once, so that guessers never hold "
                     "the CPUs the ramdisk callback needs; more wait in auth_queue_length. "
                     "Unset: half the CPUs, at least 1."),
     cfg.IntOpt("auth_queue_length", default=2, min=0,
                help="Password checks that may wait for one of auth_concurrency, at most "
-                    "one per client address. They are "
-                    "served by priority: first clients that logged in before as that user "
-                    "from that address, then addresses with the fewest failed or refused "
-                    "checks within auth_failure_window. A check that finds the queue full "
-                    "of better or equal ones gets 429; a better one pushes out the worst "
-                    "waiting one (429). auth_concurrency + auth_queue_length must stay at "
-                    "most threads - 2, so that waiting checks never hold the threads the "
-                    "ramdisk callback needs."),
+                    "one per client address. They are served by priority: first the user "
+                    "name and address with the fewest failed or refused checks lately (none "
+                    "goes before any), then the address with the fewest, then the user "
+                    "name; a refused check retried with the same password counts once. A "
+                    "check that finds the queue full of better or equal ones gets 429; a "
+                    "better one pushes out the worst waiting one (429). auth_concurrency + "
+                    "auth_queue_length must stay at most threads - 2, so that waiting checks "
+                    "never hold the threads the ramdisk callback needs."),
     cfg.IntOpt("auth_queue_timeout", default=10, min=1,
                help="Seconds a password check waits in the queue before it gets 429."),
     cfg.IntOpt("threads", default=8, min=1,

@@ -62,8 +62,8 @@ TIMEOUTS = Counter(
     registry=REGISTRY)
 LOGINS = Counter(
     PREFIX + "logins", "Admin requests' password checks by outcome (ok: also remembered "
-    "credentials; failed; throttled: the address failed too often; queue_full: no turn in "
-    "the password check queue)", ["outcome"], registry=REGISTRY)
+    "credentials; failed; throttled: that user failed too often from that address; "
+    "queue_full: no turn in the password check queue)", ["outcome"], registry=REGISTRY)
 CONNECTIONS_CLOSED = Counter(
     PREFIX + "connections_closed", "Client connections the API closed, by reason "
     "(per_client_limit: [api]connections_per_client; connection_limit and "

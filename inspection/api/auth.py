@@ -1,13 +1,15 @@
 """HTTP basic authentication against an htpasswd file of bcrypt hashes (Ironic's standalone
 mode), re-read whenever the file changes.
 
-Guessing is made slow and useless: every check costs the bcrypt work of the costliest hash in
-the file, whoever the user and whatever their hash's cost (no user enumeration by timing); a
-client address with too many failures is refused without any work for a while (429), except
-for a user who logged in from that address before; and at most a few password checks run at
-once, the others waiting in a short priority queue (:mod:`inspection.api.login_queue`) ranked
-by the recent failures of the account, then of the address, so guessers occupy neither the
-threads the ramdisk callback needs nor the admin's turn, even from rotating addresses.
+Guessing is made slow and useless without locking anyone else out. Every check costs the
+bcrypt work of the costliest hash in the file, whoever the user and whatever their hash's cost
+(no user enumeration by timing). Failures are counted per (user name, client address) pair,
+an IPv6 client by its /64 (:mod:`inspection.api.login_records`): a pair with too many is
+refused without any work for a while (429), and no other pair is. At most a few password
+checks run at once, the others waiting in a short priority queue
+(:mod:`inspection.api.login_queue`) ranked by the recent failures and refusals of the pair,
+then of the address, then of the account: a user who has not failed from that address goes
+before every guesser that has, however many addresses the guessers rotate through.
 Passwords are compared on their first 72 bytes, as htpasswd and Apache do."""
 
 import base64
@@ -19,13 +21,14 @@ import os
 import re
 import secrets
 import threading
-import time
-from collections import OrderedDict
 
 import bcrypt
 
 from inspection import metrics
 from inspection.api.login_queue import LoginQueue, QueueFull
+from inspection.api.login_records import LoginRecords
+from inspection.api.ratelimit import client_key
+from inspection.common.untrusted import for_log
 
 LOG = logging.getLogger("inspection.api.auth")
 
@@ -33,20 +36,14 @@ REALM = "ironic-inspection"
 _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
 # Verified credentials are remembered (as keyed digests) because bcrypt costs ~0.1-0.3 s.
 _CACHE_LIMIT = 256
-#: Client addresses whose failures are remembered at most (oldest forgotten first).
-_TRACKED_CLIENTS = 10000
-#: Events remembered per client address (enough to rank it; memory stays bounded).
-_EVENTS_PER_CLIENT = 1000
 _COST = re.compile(rb"\$2[aby]\$(\d\d)\$")
-#: Prefix of the keys that count events per account (user name, known or not: pooling
-#: unknown names would tell them apart) beside those per address.
-_ACCOUNT = "\0user:"
 #: bcrypt uses the first 72 bytes of a password; so do htpasswd and Apache.
 BCRYPT_MAX_BYTES = 72
 
 
 class Throttled(Exception):
-    """Too many failures from this client, or too many checks at once; retry later."""
+    """Too many failures as this user from this client, or too many checks at once; retry
+    later."""
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
@@ -110,10 +107,7 @@ class BasicAuth:
         self._dummy = _dummy_hash(self._users)
         self._stamp = self._file_stamp()
         self._verified: set[bytes] = set()
-        self._failures: OrderedDict[str, list[float]] = OrderedDict()
-        self._refusals: OrderedDict[str, list[float]] = OrderedDict()
-        # (address, user) pairs that logged in: never throttled by others' failures there.
-        self._trusted: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._records = LoginRecords(failure_window, max_failures)
         self._queue = LoginQueue(concurrency, queue_length, queue_timeout)
 
     def _file_stamp(self) -> tuple | None:
@@ -152,43 +146,46 @@ class BasicAuth:
         user, sep, password = decoded.partition(":")
         if not sep:
             return None
+        address = client_key(client)
         users = self._current_users()
         stored = users.get(user)
         digest = hmac.new(self._key, b"\0".join([user.encode(), password.encode(),
                                                  stored or b""]), hashlib.sha256).digest()
         with self._lock:
             remembered = stored is not None and digest in self._verified
-            trusted = (client, user) in self._trusted
         if remembered:
-            self._trust(client, user)
-            metrics.LOGINS.labels("ok").inc()
-            return user
-        if not trusted:
-            self._refuse_if_failing(client)
-        # Who pressed least lately goes first: an account nobody guesses at beats any
-        # guesser, however many addresses the guessers rotate through; then a fresh address.
-        account = _ACCOUNT + user
-        priority = (0 if trusted else 1, self._pressure(account), self._pressure(client))
+            return self._accept(user, address)
+        wait = self._records.refusal(user, address)
+        if wait:
+            # No bcrypt work for a pair whose budget is spent: it cannot use up the checks.
+            metrics.LOGINS.labels("throttled").inc()
+            raise Throttled(f"{self.max_failures} failed logins as this user from this "
+                            f"address", wait)
         try:
-            with self._queue.slot(client, priority):
+            with self._queue.slot(address, self._records.rank(user, address)):
                 ok = self._verify(password.encode()[:BCRYPT_MAX_BYTES], stored)
         except QueueFull as exc:
             metrics.LOGINS.labels("queue_full").inc()
-            self._remember(self._refusals, client)
-            self._remember(self._refusals, account)
+            self._records.refused(user, address, digest)
             raise Throttled(str(exc), 1) from None
         if ok:
             with self._lock:
                 if len(self._verified) >= _CACHE_LIMIT:
                     self._verified.clear()
                 self._verified.add(digest)
-            self._trust(client, user)
-            metrics.LOGINS.labels("ok").inc()
-            return user
+            return self._accept(user, address)
         metrics.LOGINS.labels("failed").inc()
-        self._record_failure(client)
-        self._remember(self._failures, account)
+        if self._records.failed(user, address) == self.max_failures:
+            LOG.warning("%d failed logins as user %s from %s within %d s: refusing that "
+                        "user's logins from that address for up to %d s", self.max_failures,
+                        for_log(user, 64), address or "an unknown address",
+                        self.failure_window, self.failure_window)
         return None
+
+    def _accept(self, user: str, address: str) -> str:
+        self._records.succeeded(user, address)
+        metrics.LOGINS.labels("ok").inc()
+        return user
 
     def _verify(self, secret: bytes, stored: bytes | None) -> bool:
         # Every check costs what the costliest hash in the file costs: an unknown user is
@@ -204,52 +201,6 @@ class BasicAuth:
         if stored is None or _cost(stored) < _cost(dummy):
             bcrypt.checkpw(secret, dummy)
         return ok
-
-    def _trust(self, client: str, user: str) -> None:
-        with self._lock:
-            self._trusted[(client, user)] = None
-            self._trusted.move_to_end((client, user))
-            while len(self._trusted) > _TRACKED_CLIENTS:
-                self._trusted.popitem(last=False)
-
-    def _pressure(self, client: str) -> int:
-        """Failed checks and checks refused for want of a turn, from ``client`` (or for an
-        account: ``_ACCOUNT`` + its name) lately."""
-        now = time.monotonic()
-        with self._lock:
-            return sum(1 for events in (self._failures, self._refusals)
-                       for t in events.get(client, ()) if now - t < self.failure_window)
-
-    def _remember(self, events: OrderedDict[str, list[float]], client: str) -> int:
-        """Note an event of ``client`` now; how many it has (bounded memory)."""
-        now = time.monotonic()
-        with self._lock:
-            times = [t for t in events.get(client, ()) if now - t < self.failure_window]
-            times.append(now)
-            events[client] = times[-_EVENTS_PER_CLIENT:]
-            events.move_to_end(client)
-            while len(events) > _TRACKED_CLIENTS:
-                events.popitem(last=False)
-            return len(times)
-
-    def _refuse_if_failing(self, client: str) -> None:
-        now = time.monotonic()
-        with self._lock:
-            recent = [t for t in self._failures.get(client, ()) if now - t < self.failure_window]
-            if recent:
-                self._failures[client] = recent
-            else:
-                self._failures.pop(client, None)
-            if len(recent) >= self.max_failures:
-                wait = int(self.failure_window - (now - recent[0])) + 1
-                metrics.LOGINS.labels("throttled").inc()
-                raise Throttled(f"{len(recent)} failed logins from this address", wait)
-
-    def _record_failure(self, client: str) -> None:
-        count = self._remember(self._failures, client)
-        if count == self.max_failures:
-            LOG.warning("%d failed logins from %s within %d s: refusing its logins for a "
-                        "while", count, client or "an unknown address", self.failure_window)
 
 
 def _cost(digest: bytes) -> int:
