@@ -64,19 +64,11 @@ def add_config_options(parser: argparse.ArgumentParser | Any,
                         help="directory of *.conf files read after --config-file")
 
 
-#: The distribution whose version ``--version`` prints.
-DISTRIBUTION = "ironic-pxe-filter"
-
-
-def package_version() -> str:
-    """The installed version of this distribution ("unknown" when run from a bare tree)."""
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def add_version_option(parser: argparse.ArgumentParser) -> None:
-    """``--version``: print ``PROG VERSION`` and exit 0, as oslo.config's commands do."""
-    parser.add_argument("--version", action="version",
-                        version=f"%(prog)s {package_version()}")
+    """``--version``: print ``PROG VERSION`` (this distribution's) and exit 0, as oslo.config's
+    commands do."""
+    try:
+        version = metadata.version("ironic-pxe-filter")
+    except metadata.PackageNotFoundError:
+        version = "unknown"  # run from a bare source tree
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version}")
