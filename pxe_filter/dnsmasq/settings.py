@@ -6,6 +6,7 @@ it must be (an address, a name, a path, a URL) with an allow-list of characters,
 problems are reported together, each naming its option and value.
 """
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -93,6 +94,11 @@ _BOOTFILE = re.compile(r"[A-Za-z0-9_./@+=~%:-]{1,127}")
 _URL = re.compile(r"[A-Za-z0-9\-._~:/?\[\]@!&()*+;=%$]{1,255}")
 _LEASE = re.compile(r"(\d{1,9})([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_BOOTFILES = ("bios_bootfile", "uefi_bootfile", "uefi_arm64_bootfile")
+#: The URLs only DHCPv6 clients get, and the schemes each accepts.
+_V6_SCHEMES = {"ipv6_bootfile_url": ("tftp", "http", "https"),
+               "ipv6_arm64_bootfile_url": ("tftp", "http", "https"),
+               "ipv6_ipxe_script_url": ("http", "https")}
 _FACILITIES = frozenset(
     ["kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron",
      "authpriv", "ftp"] + [f"local{i}" for i in range(8)])
@@ -152,29 +158,21 @@ class _Checker:
         return self.match(name, _BOOTFILE, "a boot file name of at most 127 letters, digits "
                                            "and _ . / @ + = ~ % : -")
 
-    def url(self, name: str, schemes: tuple[str, ...]) -> str | None:
-        value = self.text(name)
-        if value is None:
-            return None
-        if not _URL.fullmatch(value):
-            self.fail(name, value, "expected a URL of at most 255 characters without "
-                                   "spaces, commas, quotes or '#'")
-            return None
-        parts = urlsplit(value)
-        if parts.scheme not in schemes or not parts.netloc:
+    def url(self, name: str, schemes: tuple[str, ...] = ("http", "https")) -> str | None:
+        value = self.match(name, _URL, "a URL of at most 255 characters without spaces, "
+                                       "commas, quotes or '#'")
+        parts = urlsplit(value or "")
+        if value is not None and (parts.scheme not in schemes or not parts.netloc):
             self.fail(name, value, f"expected a URL starting with {' or '.join(schemes)}://host")
             return None
         return value
 
     def ip(self, name: str, value: str, version: int, shown: str | None = None) -> str | None:
-        try:
-            address = ipaddress.ip_address(value)
-        except ValueError:
-            address = None
-        if address is None or address.version != version:
-            self.fail(name, shown or value, f"{value!r} is not an IPv{version} address")
-            return None
-        return str(address)
+        with contextlib.suppress(ValueError):
+            if (address := ipaddress.ip_address(value)).version == version:
+                return str(address)
+        self.fail(name, shown or value, f"{value!r} is not an IPv{version} address")
+        return None
 
 
 def _parse_range(check: _Checker, value: object, relay: bool) -> DhcpRange | None:
@@ -348,22 +346,16 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
         mode=mode, interface=interface, ranges=tuple(valid),
         range_v6=_parse_range_v6(check), lease_time=_lease_time(check),
         sequential_ip=bool(check.raw("sequential_ip")), no_ping=bool(check.raw("no_ping")),
-        bios_bootfile=check.bootfile("bios_bootfile"),
-        uefi_bootfile=check.bootfile("uefi_bootfile"),
-        uefi_arm64_bootfile=check.bootfile("uefi_arm64_bootfile"),
-        ipxe_script_url=check.url("ipxe_script_url", ("http", "https")),
-        ipv6_ipxe_script_url=check.url("ipv6_ipxe_script_url", ("http", "https")),
-        http_boot_url=check.url("http_boot_url", ("http", "https")),
+        **{name: check.bootfile(name) for name in _BOOTFILES},
+        **{name: check.url(name) for name in ("ipxe_script_url", "http_boot_url")},
+        **{name: check.url(name, _V6_SCHEMES[name]) for name in _V6_SCHEMES},
         tftp_root=tftp_root, tftp_server=tftp_server,
-        ipv6_bootfile_url=check.url("ipv6_bootfile_url", ("tftp", "http", "https")),
-        ipv6_arm64_bootfile_url=check.url("ipv6_arm64_bootfile_url",
-                                          ("tftp", "http", "https")),
         hostsdir=_hostsdir(check, conf) or "", leasefile=_leasefile(check),
         pid_file=check.path("pid_file"), log_dhcp=bool(check.raw("log_dhcp")),
         log_facility=_log_facility(check),
         user=check.match("user", _USER, "a user name (lower-case letters, digits, '_', '-')"),
         **_lease_reports(check))
-    for name in ("ipv6_bootfile_url", "ipv6_arm64_bootfile_url", "ipv6_ipxe_script_url"):
+    for name in _V6_SCHEMES:
         if getattr(settings, name) and not settings.range_v6:
             check.problems.append(f"[dnsmasq]{name} is set without dhcp_range_v6: "
                                   "no DHCPv6 client would receive it")
