@@ -296,21 +296,6 @@ class CommandsControl(Control):
                 self.proc.send_signal(signal.SIGHUP)
             return RELOADED
 
-    def _terminate(self) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        if self.stop_argv:
-            with contextlib.suppress(ControlError):
-                _run(self.stop_argv, "cannot stop dnsmasq")
-        else:
-            proc.terminate()
-        try:
-            proc.wait(_STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
     def restart(self) -> None:
         """Stop the child and start a new one."""
         with self._lock:
@@ -320,14 +305,25 @@ class CommandsControl(Control):
     def halt(self) -> None:
         """Stop the child until :meth:`start`; its supervisor does not restart it."""
         with self._lock:
-            self._terminate()
-            self.proc = None
+            proc, self.proc = self.proc, None
+            if proc is None or proc.poll() is not None:
+                return
+            if self.stop_argv:
+                with contextlib.suppress(ControlError):
+                    _run(self.stop_argv, "cannot stop dnsmasq")
+            else:
+                proc.terminate()
+            try:
+                proc.wait(_STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
     def stop(self) -> None:
         """Stop the child for good (the daemon is stopping)."""
         with self._lock:
             self._stopping = True
-            self._terminate()
+            self.halt()
 
     def describe(self) -> dict[str, object]:
         """Control name, child pid and whether it runs, restarts so far."""
