@@ -291,10 +291,8 @@ def _lease_reports(check: _Checker) -> dict[str, str | None]:
 
 
 def _hostsdir(check: _Checker, conf: cfg.ConfigOpts) -> str | None:
-    filter_dir = None
-    group = getattr(conf, "pxe_filter", None) if "pxe_filter" in conf else None
-    if group is not None and "dhcp_hostsdir" in group:
-        filter_dir = group.dhcp_hostsdir or None
+    group = conf.pxe_filter if "pxe_filter" in conf else {}
+    filter_dir = (group.dhcp_hostsdir or None) if "dhcp_hostsdir" in group else None
     own = check.path("dhcp_hostsdir")
     if filter_dir is not None:
         if not _PATH.fullmatch(filter_dir):
@@ -324,8 +322,7 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
         check.problems.append("[dnsmasq]interface is required in interface mode (or set "
                               "mode = relay)")
     raw_ranges = check.raw("dhcp_ranges") or []
-    ranges = [_parse_range(check, v, relay) for v in raw_ranges]
-    valid = [r for r in ranges if r is not None]
+    valid = [r for r in (_parse_range(check, v, relay) for v in raw_ranges) if r is not None]
     if not raw_ranges:
         check.problems.append("[dnsmasq]dhcp_ranges: at least one IPv4 range is required, "
                               "e.g. dhcp_ranges = 192.0.2.100,192.0.2.200,255.255.255.0")
@@ -337,8 +334,7 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
                                       f"{other.start}-{other.end}")
     tftp_root = check.path("tftp_root")
     tftp_server = check.text("tftp_server")
-    if tftp_server is not None:
-        tftp_server = check.ip("tftp_server", tftp_server, 4)
+    tftp_server = tftp_server and check.ip("tftp_server", tftp_server, 4)
     if tftp_root and tftp_server:
         check.problems.append("[dnsmasq]tftp_root and tftp_server are both set: either this "
                               "dnsmasq serves TFTP or another server does")
