@@ -56,13 +56,11 @@ def setup(conf: cfg.ConfigOpts, name: str, debug: bool = False) -> None:
     try:
         log.setup(conf, name, fix_eventlet=False)
         _explicit_errors_only()
-    except (OSError, RuntimeError, ValueError, TypeError, cfg.Error) as exc:
+    except (OSError, RuntimeError, ValueError, TypeError, cfg.Error, log.LogConfigError) as exc:
         hint = ("use_journal needs the systemd Python bindings (systemd-python, Debian: "
                 "python3-systemd) or use_stderr under systemd" if "ystemd" in str(exc) else
                 "check [DEFAULT]log_file, log_dir, log_config_append and use_journal")
         raise ConfigError(f"cannot set up logging: {exc}; {hint}") from None
-    except log.LogConfigError as exc:
-        raise ConfigError(f"cannot set up logging: {exc}") from None
 
 
 def log_option_values(conf: cfg.ConfigOpts, log: logging.Logger) -> None:
