@@ -29,12 +29,9 @@ def _options_help() -> str:
         for opt in opts:
             # The real default on this machine ([DEFAULT]host: its hostname), not the
             # sample's placeholder.
-            default = opt.default
-            if isinstance(default, list):
-                default = ",".join(default)
+            default = ",".join(opt.default) if isinstance(opt.default, list) else opt.default
             extra = f" (default: {default})" if default not in (None, "") else ""
-            if opt.mutable:
-                extra += " (reloadable)"
+            extra += " (reloadable)" if opt.mutable else ""
             text = textwrap.fill(f"{opt.help}{extra}", width=76, initial_indent="      ",
                                  subsequent_indent="      ")
             lines.append(f"    {opt.name}\n{text}")

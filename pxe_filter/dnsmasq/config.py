@@ -89,17 +89,9 @@ def render(settings: DnsmasqSettings, template: str | None = None) -> str:
     return text
 
 
-def _quote_line(text: str, output: str) -> str:
-    found = _LINE.search(output)
-    if not found:
-        return ""
-    lines = text.splitlines()
-    number = int(found[1])
-    return f" (line {number}: {lines[number - 1]!r})" if 0 < number <= len(lines) else ""
-
-
-def check_file(path: str, binary: str = "dnsmasq", text: str | None = None) -> None:
-    """Run ``dnsmasq --test`` on ``path``; raise :class:`DnsmasqTestFailed` with its message."""
+def check_file(path: str, text: str, binary: str = "dnsmasq") -> None:
+    """Run ``dnsmasq --test`` on ``path`` (holding ``text``); raise :class:`DnsmasqTestFailed`
+    with its message and the line it names."""
     command = [find_dnsmasq(binary), "--test", f"--conf-file={path}"]
     try:
         result = subprocess.run(command, capture_output=True, text=True, check=False,
@@ -109,7 +101,9 @@ def check_file(path: str, binary: str = "dnsmasq", text: str | None = None) -> N
     # dnsmasq names the temporary file; the reader cares about the line, not that name.
     output = " ".join((result.stderr + result.stdout).replace(path, "the configuration").split())
     if result.returncode != 0:
-        where = _quote_line(text, output) if text is not None else ""
+        found = _LINE.search(output)
+        number, lines = int(found[1]) if found else 0, text.splitlines()
+        where = f" (line {number}: {lines[number - 1]!r})" if 0 < number <= len(lines) else ""
         raise DnsmasqTestFailed(f"dnsmasq refused the configuration{where}: {output}", output)
 
 
@@ -118,7 +112,7 @@ def check(text: str, binary: str = "dnsmasq") -> None:
     with tempfile.NamedTemporaryFile("w", prefix="dnsmasq-check-", suffix=".conf") as stream:
         stream.write(text)
         stream.flush()
-        check_file(stream.name, binary, text)
+        check_file(stream.name, text, binary)
 
 
 def _replace(path: str, data: bytes, mode: int,
@@ -164,7 +158,7 @@ def install(text: str, path: str, binary: str = "dnsmasq") -> bool:
 
     On any failure ``path`` is left exactly as it was and the error is raised.
     """
-    return _replace(path, text.encode(), FILE_MODE, lambda tmp: check_file(tmp, binary, text))
+    return _replace(path, text.encode(), FILE_MODE, lambda tmp: check_file(tmp, text, binary))
 
 
 def render_conf(conf: cfg.ConfigOpts) -> str:
