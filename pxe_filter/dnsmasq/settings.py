@@ -182,18 +182,12 @@ def _parse_range(check: _Checker, value: object, relay: bool) -> DhcpRange | Non
         check.fail(name, value, "empty range")
         return None
     parts = [p.strip() for p in text.split(",")]
-    if len(parts) < 2 or len(parts) > 4:
+    netmask = parts.pop(2) if len(parts) > 2 and re.fullmatch(r"[0-9.]+", parts[2]) else None
+    tag = parts.pop(2) if len(parts) > 2 else None
+    if len(parts) != 2:
         check.fail(name, text, "expected 'start,end[,netmask][,tag]'")
         return None
-    start, end, rest = parts[0], parts[1], parts[2:]
-    netmask = tag = None
-    if rest and re.fullmatch(r"[0-9.]+", rest[0]):
-        netmask = rest.pop(0)
-    if rest:
-        tag = rest.pop(0)
-    if rest:
-        check.fail(name, text, "expected 'start,end[,netmask][,tag]'")
-        return None
+    start, end = parts
     before = len(check.problems)
     first, last = check.ip(name, start, 4, text), check.ip(name, end, 4, text)
     network = None
@@ -231,12 +225,10 @@ def _parse_range_v6(check: _Checker) -> Dhcp6Range | None:
         check.fail(name, text, "expected 'start,end[,prefix-length]'")
         return None
     first, last = check.ip(name, parts[0], 6, text), check.ip(name, parts[1], 6, text)
-    prefix = 64
-    if len(parts) == 3:
-        if not parts[2].isdigit() or not 64 <= int(parts[2]) <= 128:
-            check.fail(name, text, "the prefix length must be a number from 64 to 128")
-            return None
-        prefix = int(parts[2])
+    prefix = int(parts[2]) if len(parts) == 3 and parts[2].isdecimal() else 64
+    if len(parts) == 3 and not (parts[2].isdecimal() and 64 <= prefix <= 128):
+        check.fail(name, text, "the prefix length must be a number from 64 to 128")
+        return None
     if not (first and last):
         return None
     if ipaddress.IPv6Address(first) > ipaddress.IPv6Address(last):
