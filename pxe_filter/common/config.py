@@ -16,11 +16,8 @@ class ConfigError(Exception):
 def load(conf: cfg.ConfigOpts, config_files: Sequence[str] = (),
          config_dirs: Sequence[str] = (), project: str = "ironic") -> None:
     """Parse ``config_files``/``config_dirs`` into ``conf`` (no command-line parsing)."""
-    args: list[str] = []
-    for path in config_files:
-        args += ["--config-file", path]
-    for path in config_dirs:
-        args += ["--config-dir", path]
+    args = [*(arg for path in config_files for arg in ("--config-file", path)),
+            *(arg for path in config_dirs for arg in ("--config-dir", path))]
     try:
         conf(args=args, project=project, default_config_files=[], default_config_dirs=[])
     except cfg.ConfigFilesNotFoundError as exc:
@@ -28,7 +25,7 @@ def load(conf: cfg.ConfigOpts, config_files: Sequence[str] = (),
                           f"check the path and permissions") from None
     except cfg.ConfigDirNotFoundError as exc:
         raise ConfigError(f"configuration directory {exc.config_dir} does not exist") from None
-    except (cfg.ConfigFileParseError, cfg.Error) as exc:
+    except cfg.Error as exc:  # a file that does not parse, among others
         raise ConfigError(f"invalid configuration: {exc}") from None
 
 

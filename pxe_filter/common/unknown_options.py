@@ -56,8 +56,7 @@ def _names(opts: Iterable[cfg.Opt], group: str) -> set[str]:
 def config_files(conf: cfg.ConfigOpts) -> list[str]:
     """The files ``conf`` was loaded from: --config-file ones, then each --config-dir's."""
     files = list(conf.config_file or [])
-    dirs = conf.config_dir or []
-    for directory in [dirs] if isinstance(dirs, str) else dirs:
+    for directory in conf.config_dir or []:  # a list in every oslo.config >= 9.0
         files += sorted(glob.glob(os.path.join(directory, "*.conf")))
     return files
 
