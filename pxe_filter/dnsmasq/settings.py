@@ -142,9 +142,8 @@ class _Checker:
             return None
         return value.strip() or None
 
-    def match(self, name: str, pattern: re.Pattern[str], what: str,
-              value: str | None = None) -> str | None:
-        value = self.text(name) if value is None else value
+    def match(self, name: str, pattern: re.Pattern[str], what: str) -> str | None:
+        value = self.text(name)
         if value is not None and not pattern.fullmatch(value):
             self.fail(name, value, f"expected {what}")
             return None
