@@ -3,9 +3,6 @@
 import logging
 import os
 
-import sqlalchemy as sa
-from sqlalchemy.engine import make_url
-
 from pxe_filter.common import statedirs
 from pxe_filter.common.config import ConfigError
 from pxe_filter.common.lifecycle import EXIT_CONFIG, ServiceError
@@ -61,15 +58,10 @@ def check_hostsdir(path: str | None) -> str:
 
 def check_sqlite_file(url: str) -> None:
     """Refuse a missing SQLite file: connecting would create an empty database."""
-    try:
-        parsed = make_url(url)
-    except sa.exc.ArgumentError:
-        return  # reported with the right wording by engine_from_conf
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-        return
-    if not os.path.exists(parsed.database):
-        raise FatalConfigError(f"SQLite database {parsed.database} does not exist: create it "
-                               f"with 'ironic-inspection dbsync' or fix [database]connection")
+    path = statedirs.sqlite_file(url)
+    if path is not None and not os.path.exists(path):
+        raise FatalConfigError(f"SQLite database {path} does not exist: create it with "
+                               f"'ironic-inspection dbsync' or fix [database]connection")
 
 
 def warn_conflicts(discovery: bool, deny_unknown: bool) -> None:

@@ -1,6 +1,7 @@
 """``ironic-pxe-filter``: command line, logging, exit statuses (0 ok, 1 runtime, 2 config)."""
 
 import argparse
+import importlib
 import logging
 import sys
 import textwrap
@@ -28,12 +29,9 @@ def _options_help() -> str:
         for opt in opts:
             # The real default on this machine ([DEFAULT]host: its hostname), not the
             # sample's placeholder.
-            default = opt.default
-            if isinstance(default, list):
-                default = ",".join(default)
+            default = ",".join(opt.default) if isinstance(opt.default, list) else opt.default
             extra = f" (default: {default})" if default not in (None, "") else ""
-            if opt.mutable:
-                extra += " (reloadable)"
+            extra += " (reloadable)" if opt.mutable else ""
             text = textwrap.fill(f"{opt.help}{extra}", width=76, initial_indent="      ",
                                  subsequent_indent="      ")
             lines.append(f"    {opt.name}\n{text}")
@@ -53,8 +51,10 @@ def _options_help() -> str:
     return "\n".join(lines)
 
 
-#: The commands besides the daemon itself, each with its own --help.
-COMMANDS = ("render-dnsmasq-config", "status")
+#: The commands besides the daemon itself, each with its own --help, and their modules
+#: (imported only for that command).
+COMMANDS = {"render-dnsmasq-config": "pxe_filter.dnsmasq.render_cmd",
+            "status": "pxe_filter.status.command", "explain": "pxe_filter.explain"}
 USAGE = ("%(prog)s [-h] [--config-file PATH] [--config-dir DIR] [--version] [--once] "
          "[--debug]\n"
          "       %(prog)s render-dnsmasq-config [-h] [--config-file PATH] [--output PATH] "
@@ -83,22 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["render-dnsmasq-config"]:
-        from pxe_filter.dnsmasq import render_cmd  # noqa: PLC0415 - only for this command
-
-        return render_cmd.main(argv[1:])
-    if argv[:1] == ["explain"]:
-        from pxe_filter import explain  # noqa: PLC0415 - only for this command
-
-        return explain.main(argv[1:])
-    if argv[:1] == ["status"]:
-        from pxe_filter.status import command as status_cmd  # noqa: PLC0415 - only for this command
-
-        return status_cmd.main(argv[1:])
+    if argv and argv[0] in COMMANDS:
+        return importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
     parser = build_parser()
     if argv and not argv[0].startswith("-"):
         parser.error(f"unknown command {argv[0]!r}: the commands are "
-                     f"{' and '.join(COMMANDS)}; the daemon itself takes options only")
+                     f"{', '.join(COMMANDS)}; the daemon itself takes options only")
     args = parser.parse_args(argv)
     conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
     logs.register_options(conf, PROG)

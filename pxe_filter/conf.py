@@ -136,9 +136,9 @@ def list_sample_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
 
 
 def load_for_command(args, prog: str) -> cfg.ConfigOpts:
-    """The daemon's configuration for one of its commands (``status``, ``explain``): the
-    files of ``--config-file``/``--config-dir`` (or the defaults) loaded, logging set up;
-    raises ConfigError or cfg.Error."""
+    """The daemon's configuration for one of its commands (``status``, ``explain``,
+    ``render-dnsmasq-config``): the files of ``--config-file``/``--config-dir`` (or the
+    defaults) loaded, logging set up; raises ConfigError or cfg.Error."""
     from pxe_filter.common import config, logs  # noqa: PLC0415 - commands only
 
     conf = cfg.ConfigOpts()

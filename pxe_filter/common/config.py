@@ -16,11 +16,8 @@ class ConfigError(Exception):
 def load(conf: cfg.ConfigOpts, config_files: Sequence[str] = (),
          config_dirs: Sequence[str] = (), project: str = "ironic") -> None:
     """Parse ``config_files``/``config_dirs`` into ``conf`` (no command-line parsing)."""
-    args: list[str] = []
-    for path in config_files:
-        args += ["--config-file", path]
-    for path in config_dirs:
-        args += ["--config-dir", path]
+    args = [*(arg for path in config_files for arg in ("--config-file", path)),
+            *(arg for path in config_dirs for arg in ("--config-dir", path))]
     try:
         conf(args=args, project=project, default_config_files=[], default_config_dirs=[])
     except cfg.ConfigFilesNotFoundError as exc:
@@ -28,7 +25,7 @@ def load(conf: cfg.ConfigOpts, config_files: Sequence[str] = (),
                           f"check the path and permissions") from None
     except cfg.ConfigDirNotFoundError as exc:
         raise ConfigError(f"configuration directory {exc.config_dir} does not exist") from None
-    except (cfg.ConfigFileParseError, cfg.Error) as exc:
+    except cfg.Error as exc:  # a file that does not parse, among others
         raise ConfigError(f"invalid configuration: {exc}") from None
 
 
@@ -64,19 +61,11 @@ def add_config_options(parser: argparse.ArgumentParser | Any,
                         help="directory of *.conf files read after --config-file")
 
 
-#: The distribution whose version ``--version`` prints.
-DISTRIBUTION = "ironic-pxe-filter"
-
-
-def package_version() -> str:
-    """The installed version of this distribution ("unknown" when run from a bare tree)."""
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def add_version_option(parser: argparse.ArgumentParser) -> None:
-    """``--version``: print ``PROG VERSION`` and exit 0, as oslo.config's commands do."""
-    parser.add_argument("--version", action="version",
-                        version=f"%(prog)s {package_version()}")
+    """``--version``: print ``PROG VERSION`` (this distribution's) and exit 0, as oslo.config's
+    commands do."""
+    try:
+        version = metadata.version("ironic-pxe-filter")
+    except metadata.PackageNotFoundError:
+        version = "unknown"  # run from a bare source tree
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version}")

@@ -56,13 +56,11 @@ def setup(conf: cfg.ConfigOpts, name: str, debug: bool = False) -> None:
     try:
         log.setup(conf, name, fix_eventlet=False)
         _explicit_errors_only()
-    except (OSError, RuntimeError, ValueError, TypeError, cfg.Error) as exc:
+    except (OSError, RuntimeError, ValueError, TypeError, cfg.Error, log.LogConfigError) as exc:
         hint = ("use_journal needs the systemd Python bindings (systemd-python, Debian: "
                 "python3-systemd) or use_stderr under systemd" if "ystemd" in str(exc) else
                 "check [DEFAULT]log_file, log_dir, log_config_append and use_journal")
         raise ConfigError(f"cannot set up logging: {exc}; {hint}") from None
-    except log.LogConfigError as exc:
-        raise ConfigError(f"cannot set up logging: {exc}") from None
 
 
 def log_option_values(conf: cfg.ConfigOpts, log: logging.Logger) -> None:
@@ -82,30 +80,20 @@ def _invalid_value(conf: cfg.ConfigOpts) -> str | None:
     """``invalid value of [section]option in FILE: why`` for the first option whose value
     does not parse (oslo.config's own message names neither the section nor the file in
     words)."""
-    for key in conf:
+    pending = [("DEFAULT", key, conf) for key in conf]
+    for group, name, holder in pending:  # a group's options are appended as it is met
         try:
-            value = conf[key]
+            value = holder[name]
         except cfg.ConfigFileValueError as exc:
-            return _describe(exc, "DEFAULT", key)
+            text = str(exc)
+            where = re.search(r"detail='([^']+)'", text)
+            return (f"invalid value of [{group}]{name}{' in ' + where[1] if where else ''}: "
+                    f"{text.rpartition(' is not valid: ')[2]}")
         except cfg.Error:
             continue
         if isinstance(value, cfg.ConfigOpts.GroupAttr):
-            for name in value:
-                try:
-                    value[name]
-                except cfg.ConfigFileValueError as exc:
-                    return _describe(exc, key, name)
-                except cfg.Error:
-                    continue
+            pending += [(name, option, value) for option in value]
     return None
-
-
-def _describe(exc: cfg.ConfigFileValueError, group: str, name: str) -> str:
-    text = str(exc)
-    where = re.search(r"detail='([^']+)'", text)
-    reason = text.rpartition(" is not valid: ")[2]
-    return (f"invalid value of [{group}]{name}{' in ' + where[1] if where else ''}: "
-            f"{reason}")
 
 
 class _ExplicitErrorsOnly(logging.Formatter):

@@ -58,9 +58,7 @@ def sqlite_file(url: str) -> str | None:
 def ensure_sqlite_dir(url: str) -> bool:
     """Create the directory of an SQLite database (mode 0750) when missing; True if created."""
     path = sqlite_file(url)
-    if path is None:
-        return False
-    return ensure_dir(os.path.dirname(path), PRIVATE, "database directory")
+    return path is not None and ensure_dir(os.path.dirname(path), PRIVATE, "database directory")
 
 
 def require_sqlite_file(url: str) -> None:

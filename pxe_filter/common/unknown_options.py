@@ -11,7 +11,7 @@ import difflib
 import glob
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from importlib import metadata
 
 from oslo_config import cfg
@@ -29,14 +29,12 @@ LIBRARY_SECTIONS = frozenset({"keystone_authtoken", "oslo_policy", "cors", "oslo
                               "healthcheck"})
 
 
-def namespace_options(namespaces: Iterable[str]) -> dict[str, list[cfg.Opt]]:
+def namespace_options(namespaces: Collection[str]) -> dict[str, list[cfg.Opt]]:
     """Options by section of every namespace that loads (an uninstalled one is skipped)."""
     found: dict[str, list[cfg.Opt]] = {}
     messaging.oslo_messaging_module()  # oslo.messaging's listing must not choose eventlet
-    points = {point.name: point for point in metadata.entry_points(group="oslo.config.opts")}
-    for name in namespaces:
-        point = points.get(name)
-        if point is None:
+    for point in metadata.entry_points(group="oslo.config.opts"):
+        if point.name not in namespaces:
             continue
         try:
             groups = point.load()()
@@ -49,32 +47,16 @@ def namespace_options(namespaces: Iterable[str]) -> dict[str, list[cfg.Opt]]:
 
 
 def _names(opts: Iterable[cfg.Opt], group: str) -> set[str]:
-    names = set()
-    for opt in opts:
-        names.add(opt.dest)
-        for old in opt.deprecated_opts:
-            if old.name and old.group in (None, group):
-                names.add(old.name.replace("-", "_"))
-    return names
-
-
-def _registered(conf: cfg.ConfigOpts) -> dict[str, set[str]]:
-    """Option names registered on ``conf`` by section (what this process really reads)."""
-    known: dict[str, set[str]] = {"DEFAULT": set()}
-    for key in conf:
-        value = conf[key] if key not in ("config_file", "config_dir") else None
-        if isinstance(value, cfg.ConfigOpts.GroupAttr):
-            known.setdefault(key, set()).update(value)
-        else:
-            known["DEFAULT"].add(key)
-    return known
+    """The options' names in ``group``, with their deprecated names there."""
+    return {opt.dest for opt in opts} | {old.name.replace("-", "_") for opt in opts
+                                         for old in opt.deprecated_opts
+                                         if old.name and old.group in (None, group)}
 
 
 def config_files(conf: cfg.ConfigOpts) -> list[str]:
     """The files ``conf`` was loaded from: --config-file ones, then each --config-dir's."""
     files = list(conf.config_file or [])
-    dirs = conf.config_dir or []
-    for directory in [dirs] if isinstance(dirs, str) else dirs:
+    for directory in conf.config_dir or []:  # a list in every oslo.config >= 9.0
         files += sorted(glob.glob(os.path.join(directory, "*.conf")))
     return files
 
@@ -85,13 +67,16 @@ def _closest(name: str, candidates: Iterable[str]) -> str:
 
 
 def warn_unknown_options(conf: cfg.ConfigOpts, log: logging.Logger, own_namespace: str,
-                         namespaces: Iterable[str] = PROJECT_NAMESPACES) -> list[str]:
+                         namespaces: Collection[str] = PROJECT_NAMESPACES) -> list[str]:
     """Log a WARNING for each unknown section, and each unknown option in the sections of
     ``own_namespace``; returns the messages."""
-    by_namespace = namespace_options(namespaces)
-    known = {group: _names(opts, group) for group, opts in by_namespace.items()}
-    for group, names in _registered(conf).items():
-        known.setdefault(group, set()).update(names)
+    known = {group: _names(opts, group) for group, opts in namespace_options(namespaces).items()}
+    for key in conf:  # and what this process really reads, by section
+        value = conf[key] if key not in ("config_file", "config_dir") else None
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            known.setdefault(key, set()).update(value)
+        else:
+            known.setdefault("DEFAULT", set()).add(key)
     owned = set(namespace_options([own_namespace])) | {"DEFAULT"}
     messages = []
     for path in config_files(conf):

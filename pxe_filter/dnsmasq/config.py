@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -62,16 +63,12 @@ def find_template(template: str | None = None) -> Path:
 
 def find_dnsmasq(binary: str = "dnsmasq") -> str:
     """Absolute path of the dnsmasq executable (PATH, then the sbin directories)."""
-    if os.path.isabs(binary):
-        if os.access(binary, os.X_OK):
-            return binary
-    else:
-        search = os.pathsep.join([os.environ.get("PATH", ""), *_SBIN])
-        found = shutil.which(binary, path=search)
-        if found:
-            return found
-    raise DnsmasqConfigError(f"dnsmasq executable {binary!r} not found: install dnsmasq-base "
-                             "or set [dnsmasq]binary")
+    # which() takes a path with a directory as it is, and searches for a bare name.
+    found = shutil.which(binary, path=os.pathsep.join([os.environ.get("PATH", ""), *_SBIN]))
+    if not found:
+        raise DnsmasqConfigError(f"dnsmasq executable {binary!r} not found: install "
+                                 "dnsmasq-base or set [dnsmasq]binary")
+    return found
 
 
 def render(settings: DnsmasqSettings, template: str | None = None) -> str:
@@ -92,17 +89,9 @@ def render(settings: DnsmasqSettings, template: str | None = None) -> str:
     return text
 
 
-def _quote_line(text: str, output: str) -> str:
-    found = _LINE.search(output)
-    if not found:
-        return ""
-    lines = text.splitlines()
-    number = int(found[1])
-    return f" (line {number}: {lines[number - 1]!r})" if 0 < number <= len(lines) else ""
-
-
-def check_file(path: str, binary: str = "dnsmasq", text: str | None = None) -> None:
-    """Run ``dnsmasq --test`` on ``path``; raise :class:`DnsmasqTestFailed` with its message."""
+def check_file(path: str, text: str, binary: str = "dnsmasq") -> None:
+    """Run ``dnsmasq --test`` on ``path`` (holding ``text``); raise :class:`DnsmasqTestFailed`
+    with its message and the line it names."""
     command = [find_dnsmasq(binary), "--test", f"--conf-file={path}"]
     try:
         result = subprocess.run(command, capture_output=True, text=True, check=False,
@@ -112,26 +101,26 @@ def check_file(path: str, binary: str = "dnsmasq", text: str | None = None) -> N
     # dnsmasq names the temporary file; the reader cares about the line, not that name.
     output = " ".join((result.stderr + result.stdout).replace(path, "the configuration").split())
     if result.returncode != 0:
-        where = _quote_line(text, output) if text is not None else ""
+        found = _LINE.search(output)
+        number, lines = int(found[1]) if found else 0, text.splitlines()
+        where = f" (line {number}: {lines[number - 1]!r})" if 0 < number <= len(lines) else ""
         raise DnsmasqTestFailed(f"dnsmasq refused the configuration{where}: {output}", output)
 
 
 def check(text: str, binary: str = "dnsmasq") -> None:
     """Check configuration ``text`` with ``dnsmasq --test`` from a private temporary file."""
-    with tempfile.TemporaryDirectory(prefix="dnsmasq-check-") as directory:
-        path = os.path.join(directory, "dnsmasq.conf")
-        with open(path, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        check_file(path, binary, text)
+    with tempfile.NamedTemporaryFile("w", prefix="dnsmasq-check-", suffix=".conf") as stream:
+        stream.write(text)
+        stream.flush()
+        check_file(stream.name, text, binary)
 
 
-def install(text: str, path: str, binary: str = "dnsmasq") -> bool:
-    """Check ``text`` with dnsmasq and atomically make it ``path`` (0644); True if it changed.
-
-    On any failure ``path`` is left exactly as it was and the error is raised.
-    """
+def _replace(path: str, data: bytes, mode: int,
+             test: Callable[[str], None] = lambda tmp: None) -> bool:
+    """Make ``path`` hold ``data`` with ``mode`` (whatever the umask) by ``rename()`` of a
+    complete copy that ``test`` accepted; False if it already did. On any failure ``path``
+    is left exactly as it was and the error is raised."""
     directory = os.path.dirname(os.path.abspath(path))
-    data = text.encode()
     try:
         # A dotfile in the same directory, so the final rename() is atomic.
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
@@ -142,15 +131,12 @@ def install(text: str, path: str, binary: str = "dnsmasq") -> bool:
         with os.fdopen(fd, "wb") as stream:
             stream.write(data)
             stream.flush()
-            os.fchmod(stream.fileno(), FILE_MODE)  # whatever the umask
+            os.fchmod(stream.fileno(), mode)
             os.fsync(stream.fileno())
-        check_file(tmp, binary, text)  # the very bytes that will be installed
-        try:
-            with open(path, "rb") as current:
-                if current.read() == data and os.stat(path).st_mode & 0o777 == FILE_MODE:
-                    return False
-        except FileNotFoundError:
-            pass
+        test(tmp)  # the very bytes that will be installed
+        with contextlib.suppress(FileNotFoundError), open(path, "rb") as current:
+            if current.read() == data and os.stat(path).st_mode & 0o777 == mode:
+                return False
         os.replace(tmp, path)
         tmp = ""
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -167,6 +153,14 @@ def install(text: str, path: str, binary: str = "dnsmasq") -> bool:
                 os.unlink(tmp)
 
 
+def install(text: str, path: str, binary: str = "dnsmasq") -> bool:
+    """Check ``text`` with dnsmasq and atomically make it ``path`` (0644); True if it changed.
+
+    On any failure ``path`` is left exactly as it was and the error is raised.
+    """
+    return _replace(path, text.encode(), FILE_MODE, lambda tmp: check_file(tmp, text, binary))
+
+
 def render_conf(conf: cfg.ConfigOpts) -> str:
     """Validate the ``[dnsmasq]`` options of ``conf`` and render them (nothing written)."""
     settings = settings_mod.from_conf(conf)
@@ -174,31 +168,9 @@ def render_conf(conf: cfg.ConfigOpts) -> str:
 
 
 def install_lease_script(settings: DnsmasqSettings) -> bool:
-    """Write the ``dhcp-script`` that reports leases (mode 0755, atomically) and make its
-    report directory; True if the script changed. Nothing to do without reports."""
+    """Write the ``dhcp-script`` that reports leases into its existing report directory
+    (mode 0755, atomically); True if it changed. Nothing to do without reports."""
     if not settings.lease_script or not settings.lease_report_dir:
         return False
-    os.makedirs(settings.lease_report_dir, mode=0o755, exist_ok=True)
     data = leases.script(settings.lease_report_dir).encode()
-    path = settings.lease_script
-    try:
-        with open(path, "rb") as current:
-            if current.read() == data and os.stat(path).st_mode & 0o777 == 0o755:
-                return False
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise DnsmasqConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-    tmp = f"{path}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o755)
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-            os.fchmod(stream.fileno(), 0o755)  # whatever the umask: dnsmasq execs it
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise DnsmasqConfigError(f"cannot write the lease report script {path}: "
-                                 f"{exc.strerror or exc}") from None
-    return True
+    return _replace(settings.lease_script, data, 0o755)  # dnsmasq execs it

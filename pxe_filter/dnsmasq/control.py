@@ -49,7 +49,11 @@ def _run(argv: Sequence[str], what: str) -> None:
             raise ControlError(f"{what}: {shlex.join(argv)} exited {proc.returncode}: {text}")
 
 
-def _split(command: str, option: str) -> list[str]:
+def _split(opts: cfg.ConfigOpts.GroupAttr, option: str) -> list[str] | None:
+    """``[dnsmasq]option`` split like a shell would; None when unset."""
+    command = opts[option]
+    if not command:
+        return None
     try:
         argv = shlex.split(command)
     except ValueError as exc:
@@ -79,7 +83,8 @@ class Control:
 
     def restart(self) -> None:
         """Stop and start dnsmasq (a replaced hostsdir); raises ControlError."""
-        raise ControlError("no [dnsmasq]control configured")
+        self.halt()
+        self.start()
 
     def halt(self) -> None:
         """Stop dnsmasq until :meth:`start` (failing closed); raises ControlError."""
@@ -146,11 +151,6 @@ class PidFileControl(Control):
             raise ControlError(f"cannot SIGHUP dnsmasq (pid {pid}): {exc.strerror}") from None
         return RELOADED
 
-    def restart(self) -> None:
-        """SIGTERM the running dnsmasq, wait for it to go, start it again."""
-        self.halt()
-        self.start()
-
     def halt(self) -> None:
         """SIGTERM the running dnsmasq and wait for it to go (SIGKILL after 5 s)."""
         pid = self.pid()
@@ -181,11 +181,6 @@ class SystemdControl(Control):
     def __init__(self, unit: str) -> None:
         self.unit = unit
 
-    def _active(self) -> bool:
-        proc = subprocess.run(["systemctl", "is-active", "--quiet", self.unit],
-                              capture_output=True, timeout=_COMMAND_TIMEOUT, check=False)
-        return proc.returncode == 0
-
     def start(self) -> None:
         """reload-or-restart: a running unit re-reads the hostsdir, a stopped one starts."""
         _run(["systemctl", "--no-block", "reload-or-restart", self.unit],
@@ -199,7 +194,8 @@ class SystemdControl(Control):
         reload of dnsmasq would wait for it, and it for us, until the watchdog killed us.
         """
         try:
-            if not self._active():
+            if subprocess.run(["systemctl", "is-active", "--quiet", self.unit], check=False,
+                              capture_output=True, timeout=_COMMAND_TIMEOUT).returncode:
                 return NOT_RUNNING
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ControlError(f"systemctl is-active {self.unit}: {exc}") from None
@@ -300,40 +296,34 @@ class CommandsControl(Control):
                 self.proc.send_signal(signal.SIGHUP)
             return RELOADED
 
-    def _terminate(self) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        if self.stop_argv:
-            with contextlib.suppress(ControlError):
-                _run(self.stop_argv, "cannot stop dnsmasq")
-        else:
-            proc.terminate()
-        try:
-            proc.wait(_STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
     def restart(self) -> None:
         """Stop the child and start a new one."""
         with self._lock:
-            self._terminate()
-            self.proc = None
-            self.start()
+            super().restart()
             self.restarts += 1
 
     def halt(self) -> None:
         """Stop the child until :meth:`start`; its supervisor does not restart it."""
         with self._lock:
-            self._terminate()
-            self.proc = None
+            proc, self.proc = self.proc, None
+            if proc is None or proc.poll() is not None:
+                return
+            if self.stop_argv:
+                with contextlib.suppress(ControlError):
+                    _run(self.stop_argv, "cannot stop dnsmasq")
+            else:
+                proc.terminate()
+            try:
+                proc.wait(_STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
     def stop(self) -> None:
         """Stop the child for good (the daemon is stopping)."""
         with self._lock:
             self._stopping = True
-            self._terminate()
+            self.halt()
 
     def describe(self) -> dict[str, object]:
         """Control name, child pid and whether it runs, restarts so far."""
@@ -347,23 +337,21 @@ def from_conf(conf: cfg.ConfigOpts, on_exit: Callable[[str], None] = lambda m: N
               ) -> Control:
     """The control ``[dnsmasq]`` asks for; raises ControlError on a bad combination."""
     opts = conf.dnsmasq
-    reload_argv = _split(opts.reload_command, "reload_command") if opts.reload_command \
-        else None
+    reload_argv = _split(opts, "reload_command")
     if opts.control == "none":
         return Control()
     if opts.control == "systemd":
         if not opts.systemd_unit:
             raise ControlError("[dnsmasq]control = systemd needs [dnsmasq]systemd_unit")
         return SystemdControl(opts.systemd_unit)
+    start = _split(opts, "start_command")
     if opts.control == "pidfile":
         if not opts.pid_file:
             raise ControlError("[dnsmasq]control = pidfile needs [dnsmasq]pid_file")
-        start = _split(opts.start_command, "start_command") if opts.start_command \
-            else [opts.binary, f"--conf-file={opts.config_file}"]
-        return PidFileControl(opts.pid_file, start, reload_argv, opts.binary)
-    if not opts.start_command:
+        return PidFileControl(opts.pid_file, start or [opts.binary,
+                                                       f"--conf-file={opts.config_file}"],
+                              reload_argv, opts.binary)
+    if not start:
         raise ControlError("[dnsmasq]control = commands needs [dnsmasq]start_command, e.g. "
                            "'dnsmasq --keep-in-foreground --conf-file=...'")
-    stop = _split(opts.stop_command, "stop_command") if opts.stop_command else None
-    return CommandsControl(_split(opts.start_command, "start_command"), reload_argv, stop,
-                           on_exit)
+    return CommandsControl(start, reload_argv, _split(opts, "stop_command"), on_exit)

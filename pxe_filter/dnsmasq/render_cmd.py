@@ -6,25 +6,20 @@ Exit status: 0 written, unchanged or valid (``--check-only``); 1 the configurati
 """
 
 import argparse
-import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 
-from oslo_config import cfg
-
-from pxe_filter.common import logs, statedirs
+from pxe_filter import conf as filter_conf
+from pxe_filter.common import statedirs
 from pxe_filter.common.config import (
     FILTER_DEFAULTS,
     ConfigError,
     add_config_options,
     add_version_option,
-    files_or_default,
-    load,
 )
-from pxe_filter.dnsmasq import config, options, settings
-from pxe_filter.dnsmasq.settings import DnsmasqConfigError
+from pxe_filter.dnsmasq import config, settings
+from pxe_filter.dnsmasq.settings import DnsmasqConfigError, DnsmasqSettings
 
 PROG = "ironic-pxe-filter render-dnsmasq-config"
 
@@ -46,37 +41,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _register(conf: cfg.ConfigOpts) -> None:
-    # [pxe_filter]dhcp_hostsdir lives with the daemon's options; read it when they exist.
-    if importlib.util.find_spec("pxe_filter.conf") is not None:
-        importlib.import_module("pxe_filter.conf").register_opts(conf)
-    options.register_opts(conf)
-
-
-def _make_directories(conf: cfg.ConfigOpts, path: str, installing: bool) -> None:
-    """Create the directory written to and, when installing [dnsmasq]config_file, those of
-    the files dnsmasq writes (its systemd unit creates them too), when missing."""
+def _make_directories(values: DnsmasqSettings, path: str, installing: bool) -> None:
+    """Create the directory written to, the lease report directory and, when installing
+    [dnsmasq]config_file, those of the files dnsmasq writes (its systemd unit creates them
+    too), when missing."""
     wanted = [(path, "directory of the dnsmasq configuration")]
     if installing:
-        wanted += [(conf.dnsmasq.leasefile, "directory of [dnsmasq]leasefile"),
-                   (conf.dnsmasq.pid_file, "directory of [dnsmasq]pid_file")]
+        wanted += [(values.leasefile, "directory of [dnsmasq]leasefile"),
+                   (values.pid_file, "directory of [dnsmasq]pid_file")]
     for file, what in wanted:
         if file:
             statedirs.ensure_dir(os.path.dirname(os.path.abspath(file)), statedirs.READABLE,
                                  what)
+    if values.lease_script and values.lease_report_dir:
+        statedirs.ensure_dir(values.lease_report_dir, statedirs.READABLE,
+                             "[dnsmasq]lease_report_dir")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     args = build_parser().parse_args(argv)
-    conf = cfg.ConfigOpts()
     try:
-        logs.register_options(conf, PROG)
-        _register(conf)
-        load(conf, files_or_default(args.config_file, args.config_dir, FILTER_DEFAULTS),
-             args.config_dir)
-        logs.setup(conf, PROG)
-        text = config.render_conf(conf)
+        conf = filter_conf.load_for_command(args, PROG)
+        values = settings.from_conf(conf)
+        text = config.render(values, conf.dnsmasq.template)
         if args.check_only or args.output == "-":
             config.check(text, conf.dnsmasq.binary)
             if args.output == "-":
@@ -85,9 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print("dnsmasq configuration is valid (nothing written)")
             return 0
         path = args.output or conf.dnsmasq.config_file
-        _make_directories(conf, path, installing=not args.output)
+        _make_directories(values, path, installing=not args.output)
         # The script first: the configuration that names it is only installed after.
-        script_changed = config.install_lease_script(settings.from_conf(conf))
+        script_changed = config.install_lease_script(values)
         changed = config.install(text, path, conf.dnsmasq.binary) or script_changed
     except ConfigError as exc:
         print(f"{PROG}: configuration error: {exc}", file=sys.stderr)

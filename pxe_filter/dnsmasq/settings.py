@@ -6,6 +6,7 @@ it must be (an address, a name, a path, a URL) with an allow-list of characters,
 problems are reported together, each naming its option and value.
 """
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -93,6 +94,11 @@ _BOOTFILE = re.compile(r"[A-Za-z0-9_./@+=~%:-]{1,127}")
 _URL = re.compile(r"[A-Za-z0-9\-._~:/?\[\]@!&()*+;=%$]{1,255}")
 _LEASE = re.compile(r"(\d{1,9})([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_BOOTFILES = ("bios_bootfile", "uefi_bootfile", "uefi_arm64_bootfile")
+#: The URLs only DHCPv6 clients get, and the schemes each accepts.
+_V6_SCHEMES = {"ipv6_bootfile_url": ("tftp", "http", "https"),
+               "ipv6_arm64_bootfile_url": ("tftp", "http", "https"),
+               "ipv6_ipxe_script_url": ("http", "https")}
 _FACILITIES = frozenset(
     ["kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron",
      "authpriv", "ftp"] + [f"local{i}" for i in range(8)])
@@ -136,9 +142,8 @@ class _Checker:
             return None
         return value.strip() or None
 
-    def match(self, name: str, pattern: re.Pattern[str], what: str,
-              value: str | None = None) -> str | None:
-        value = self.text(name) if value is None else value
+    def match(self, name: str, pattern: re.Pattern[str], what: str) -> str | None:
+        value = self.text(name)
         if value is not None and not pattern.fullmatch(value):
             self.fail(name, value, f"expected {what}")
             return None
@@ -152,29 +157,21 @@ class _Checker:
         return self.match(name, _BOOTFILE, "a boot file name of at most 127 letters, digits "
                                            "and _ . / @ + = ~ % : -")
 
-    def url(self, name: str, schemes: tuple[str, ...]) -> str | None:
-        value = self.text(name)
-        if value is None:
-            return None
-        if not _URL.fullmatch(value):
-            self.fail(name, value, "expected a URL of at most 255 characters without "
-                                   "spaces, commas, quotes or '#'")
-            return None
-        parts = urlsplit(value)
-        if parts.scheme not in schemes or not parts.netloc:
+    def url(self, name: str, schemes: tuple[str, ...] = ("http", "https")) -> str | None:
+        value = self.match(name, _URL, "a URL of at most 255 characters without spaces, "
+                                       "commas, quotes or '#'")
+        parts = urlsplit(value or "")
+        if value is not None and (parts.scheme not in schemes or not parts.netloc):
             self.fail(name, value, f"expected a URL starting with {' or '.join(schemes)}://host")
             return None
         return value
 
     def ip(self, name: str, value: str, version: int, shown: str | None = None) -> str | None:
-        try:
-            address = ipaddress.ip_address(value)
-        except ValueError:
-            address = None
-        if address is None or address.version != version:
-            self.fail(name, shown or value, f"{value!r} is not an IPv{version} address")
-            return None
-        return str(address)
+        with contextlib.suppress(ValueError):
+            if (address := ipaddress.ip_address(value)).version == version:
+                return str(address)
+        self.fail(name, shown or value, f"{value!r} is not an IPv{version} address")
+        return None
 
 
 def _parse_range(check: _Checker, value: object, relay: bool) -> DhcpRange | None:
@@ -184,18 +181,12 @@ def _parse_range(check: _Checker, value: object, relay: bool) -> DhcpRange | Non
         check.fail(name, value, "empty range")
         return None
     parts = [p.strip() for p in text.split(",")]
-    if len(parts) < 2 or len(parts) > 4:
+    netmask = parts.pop(2) if len(parts) > 2 and re.fullmatch(r"[0-9.]+", parts[2]) else None
+    tag = parts.pop(2) if len(parts) > 2 else None
+    if len(parts) != 2:
         check.fail(name, text, "expected 'start,end[,netmask][,tag]'")
         return None
-    start, end, rest = parts[0], parts[1], parts[2:]
-    netmask = tag = None
-    if rest and re.fullmatch(r"[0-9.]+", rest[0]):
-        netmask = rest.pop(0)
-    if rest:
-        tag = rest.pop(0)
-    if rest:
-        check.fail(name, text, "expected 'start,end[,netmask][,tag]'")
-        return None
+    start, end = parts
     before = len(check.problems)
     first, last = check.ip(name, start, 4, text), check.ip(name, end, 4, text)
     network = None
@@ -233,12 +224,10 @@ def _parse_range_v6(check: _Checker) -> Dhcp6Range | None:
         check.fail(name, text, "expected 'start,end[,prefix-length]'")
         return None
     first, last = check.ip(name, parts[0], 6, text), check.ip(name, parts[1], 6, text)
-    prefix = 64
-    if len(parts) == 3:
-        if not parts[2].isdigit() or not 64 <= int(parts[2]) <= 128:
-            check.fail(name, text, "the prefix length must be a number from 64 to 128")
-            return None
-        prefix = int(parts[2])
+    prefix = int(parts[2]) if len(parts) == 3 and parts[2].isdecimal() else 64
+    if len(parts) == 3 and not (parts[2].isdecimal() and 64 <= prefix <= 128):
+        check.fail(name, text, "the prefix length must be a number from 64 to 128")
+        return None
     if not (first and last):
         return None
     if ipaddress.IPv6Address(first) > ipaddress.IPv6Address(last):
@@ -293,10 +282,8 @@ def _lease_reports(check: _Checker) -> dict[str, str | None]:
 
 
 def _hostsdir(check: _Checker, conf: cfg.ConfigOpts) -> str | None:
-    filter_dir = None
-    group = getattr(conf, "pxe_filter", None) if "pxe_filter" in conf else None
-    if group is not None and "dhcp_hostsdir" in group:
-        filter_dir = group.dhcp_hostsdir or None
+    group = conf.pxe_filter if "pxe_filter" in conf else {}
+    filter_dir = (group.dhcp_hostsdir or None) if "dhcp_hostsdir" in group else None
     own = check.path("dhcp_hostsdir")
     if filter_dir is not None:
         if not _PATH.fullmatch(filter_dir):
@@ -326,8 +313,7 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
         check.problems.append("[dnsmasq]interface is required in interface mode (or set "
                               "mode = relay)")
     raw_ranges = check.raw("dhcp_ranges") or []
-    ranges = [_parse_range(check, v, relay) for v in raw_ranges]
-    valid = [r for r in ranges if r is not None]
+    valid = [r for r in (_parse_range(check, v, relay) for v in raw_ranges) if r is not None]
     if not raw_ranges:
         check.problems.append("[dnsmasq]dhcp_ranges: at least one IPv4 range is required, "
                               "e.g. dhcp_ranges = 192.0.2.100,192.0.2.200,255.255.255.0")
@@ -339,8 +325,7 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
                                       f"{other.start}-{other.end}")
     tftp_root = check.path("tftp_root")
     tftp_server = check.text("tftp_server")
-    if tftp_server is not None:
-        tftp_server = check.ip("tftp_server", tftp_server, 4)
+    tftp_server = tftp_server and check.ip("tftp_server", tftp_server, 4)
     if tftp_root and tftp_server:
         check.problems.append("[dnsmasq]tftp_root and tftp_server are both set: either this "
                               "dnsmasq serves TFTP or another server does")
@@ -348,22 +333,16 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
         mode=mode, interface=interface, ranges=tuple(valid),
         range_v6=_parse_range_v6(check), lease_time=_lease_time(check),
         sequential_ip=bool(check.raw("sequential_ip")), no_ping=bool(check.raw("no_ping")),
-        bios_bootfile=check.bootfile("bios_bootfile"),
-        uefi_bootfile=check.bootfile("uefi_bootfile"),
-        uefi_arm64_bootfile=check.bootfile("uefi_arm64_bootfile"),
-        ipxe_script_url=check.url("ipxe_script_url", ("http", "https")),
-        ipv6_ipxe_script_url=check.url("ipv6_ipxe_script_url", ("http", "https")),
-        http_boot_url=check.url("http_boot_url", ("http", "https")),
+        **{name: check.bootfile(name) for name in _BOOTFILES},
+        **{name: check.url(name) for name in ("ipxe_script_url", "http_boot_url")},
+        **{name: check.url(name, _V6_SCHEMES[name]) for name in _V6_SCHEMES},
         tftp_root=tftp_root, tftp_server=tftp_server,
-        ipv6_bootfile_url=check.url("ipv6_bootfile_url", ("tftp", "http", "https")),
-        ipv6_arm64_bootfile_url=check.url("ipv6_arm64_bootfile_url",
-                                          ("tftp", "http", "https")),
         hostsdir=_hostsdir(check, conf) or "", leasefile=_leasefile(check),
         pid_file=check.path("pid_file"), log_dhcp=bool(check.raw("log_dhcp")),
         log_facility=_log_facility(check),
         user=check.match("user", _USER, "a user name (lower-case letters, digits, '_', '-')"),
         **_lease_reports(check))
-    for name in ("ipv6_bootfile_url", "ipv6_arm64_bootfile_url", "ipv6_ipxe_script_url"):
+    for name in _V6_SCHEMES:
         if getattr(settings, name) and not settings.range_v6:
             check.problems.append(f"[dnsmasq]{name} is set without dhcp_range_v6: "
                                   "no DHCPv6 client would receive it")
