@@ -27,6 +27,9 @@ def ensure_dir(path: str, mode: int = PRIVATE, what: str = "state directory") ->
     """
     if os.path.isdir(path):
         return False
+    if os.path.lexists(path):
+        raise ConfigError(f"{what} {path} exists but is not a directory: remove or rename "
+                          f"it, or point the option at a directory")
     missing = []
     head = os.path.abspath(path)
     while head and not os.path.exists(head):
