@@ -14,7 +14,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from pxe_filter.hostsdir_cache import HostsDirCache
+from pxe_filter.hostsdir import HostsDir
 
 
 @dataclass
@@ -35,18 +35,18 @@ class ForeignReport:
         return bool(self.removed or self.neutralised or self.gone)
 
 
-def remove_foreign(cache: HostsDirCache, names: set[str] | None = None) -> ForeignReport:
+def remove_foreign(hd: HostsDir, names: set[str] | None = None) -> ForeignReport:
     """Delete (else empty) the foreign entries the cache found, or only ``names`` of them.
 
     The caller holds the hostsdir lock. Directories are left alone: dnsmasq reads none.
     """
-    report = ForeignReport(gone=sorted(cache.foreign_gone))
-    cache.foreign_gone.clear()
-    for name in sorted(cache.foreign if names is None else names & cache.foreign):
+    report = ForeignReport(gone=sorted(hd.foreign_gone))
+    hd.foreign_gone.clear()
+    for name in sorted(hd.foreign if names is None else names & hd.foreign):
         try:
-            st = cache.lstat(name)
+            st = hd.lstat(name)
         except FileNotFoundError:
-            _forget(cache, name)
+            hd.drop(name)
             report.gone.append(name)
             continue
         except OSError as exc:
@@ -54,46 +54,22 @@ def remove_foreign(cache: HostsDirCache, names: set[str] | None = None) -> Forei
             continue
         if stat.S_ISDIR(st.st_mode):
             continue
-        if stat.S_ISREG(st.st_mode) and st.st_size == 0 and cache.neutral.get(name) == st.st_ino:
+        if stat.S_ISREG(st.st_mode) and st.st_size == 0 and hd.neutral.get(name) == st.st_ino:
             continue  # emptied by us before and still empty: nothing new for dnsmasq
         try:
-            os.unlink(name, dir_fd=cache.dir_fd)
+            os.unlink(name, dir_fd=hd.dir_fd)
         except FileNotFoundError:
             pass
         except OSError as exc:
-            if _empty_in_place(cache, name):
-                cache.neutral[name] = st.st_ino
+            if hd.overwrite(name, b"") is not None:  # empty: says nothing to dnsmasq
+                hd.neutral[name] = st.st_ino
                 report.neutralised.append(name)
             else:
                 report.failed[name] = exc.strerror or str(exc)
             continue
-        _forget(cache, name)
+        hd.drop(name)
         report.removed.append(name)
-    cache.foreign_failed = report.failed if names is None else \
-        {**{n: w for n, w in cache.foreign_failed.items() if n not in names}, **report.failed}
+    hd.foreign_failed = report.failed if names is None else \
+        {**{n: w for n, w in hd.foreign_failed.items() if n not in names}, **report.failed}
     return report
 
-
-def _forget(cache: HostsDirCache, name: str) -> None:
-    cache.foreign.discard(name)
-    cache.neutral.pop(name, None)
-    cache.inodes.pop(name, None)
-    cache.note_removed(name)
-
-
-def _empty_in_place(cache: HostsDirCache, name: str) -> bool:
-    """Truncate regular file ``name`` to nothing without following a symlink."""
-    try:
-        fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=cache.dir_fd)
-    except OSError:
-        return False
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        os.ftruncate(fd, 0)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True

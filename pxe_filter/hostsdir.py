@@ -56,6 +56,10 @@ class WriteObserver(Protocol):
         """The announced write onto ``name`` failed (some of its events may still come)."""
 
 
+class _Unwatched(WriteObserver):
+    """No watcher to tell (``--once``, tests)."""
+
+
 @dataclass
 class WriteReport:
     """Outcome of one batch of writes."""
@@ -82,7 +86,7 @@ class HostsDir(HostsDirCache):
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
-        self.observer: WriteObserver | None = None
+        self.observer: WriteObserver = _Unwatched()
         #: Denials not written, each covered by the deny wildcard: name -> why.
         self.closed: dict[str, str] = {}
         #: Allows not written (those MACs are not served): name -> why.
@@ -130,13 +134,9 @@ class HostsDir(HostsDirCache):
         """(name, MAC) of files for MACs the policy does not name whose content already
         says what the wildcard says (so deleting them changes nothing dnsmasq decides)."""
         names = self.allow_names if desired.unknown_allowed else self.deny_names
-        found = []
-        for name in names:
-            mac = self.aliases.get(name, name)
-            if name != WILDCARD and mac not in desired.allow and mac not in desired.deny \
-                    and mac not in keep:
-                found.append((name, mac))
-        return found
+        return [(name, mac) for name in names if name != WILDCARD
+                for mac in [self.aliases.get(name, name)]
+                if mac not in desired.allow and mac not in desired.deny and mac not in keep]
 
     def remove(self, files: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """Delete ``files`` (name, MAC); the ones actually deleted."""
@@ -150,9 +150,7 @@ class HostsDir(HostsDirCache):
                 LOG.warning("Cannot delete %s: %s", os.path.join(self.path, name),
                             exc.strerror or exc)
                 continue
-            self._forget(name)
-            self.inodes.pop(name, None)
-            self.note_removed(name)
+            self.drop(name)
             removed.append((name, mac))
         return removed
 
@@ -248,53 +246,55 @@ class HostsDir(HostsDirCache):
         """Make the wildcard deny without writing new data; False if that failed too."""
         if self.state_of(WILDCARD) is False:
             return True
-        if self.observer is not None:
-            self.observer.expect(WILDCARD)
+        self.observer.expect(WILDCARD)
         try:
             os.rename(RESERVE, WILDCARD, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
             ino = self.lstat(WILDCARD).st_ino
         except OSError as exc:
-            if self.observer is not None:
-                self.observer.cancel(WILDCARD)
+            self.observer.cancel(WILDCARD)
             LOG.debug("Cannot rename %s over the wildcard: %s", RESERVE, exc)
             return self._deny_in_place(WILDCARD, WILDCARD_MAC)
-        self._record_write(WILDCARD, ino)
-        self._remember(WILDCARD, WILDCARD_MAC, False)
+        self._record_write(WILDCARD, ino, WILDCARD_MAC, False)
         return True
 
     def _deny_in_place(self, name: str, mac: str) -> bool:
-        """Overwrite the existing regular file ``name`` with its deny line, in place.
+        """Overwrite the existing regular file ``name`` with its deny line, in place
+        (see :meth:`overwrite`); dnsmasq applies an in-place write at once."""
+        ino = self.overwrite(name, content(mac, False))
+        if ino is not None:
+            self._record_write(name, ino, mac, False)
+        return ino is not None
 
-        No new inode nor block (the line fits in the file's first block): what a full disk
-        or quota still allows. dnsmasq applies an in-place write at once.
+    def overwrite(self, name: str, data: bytes) -> int | None:
+        """Make existing regular file ``name`` hold ``data``, in place; its inode, or None.
+
+        No new inode nor block (``data`` fits in the file's first block): what a full disk
+        or quota still allows. A symlink is never followed.
         """
-        data = content(mac, False)
         try:
             fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                          dir_fd=self.dir_fd)
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or os.pwrite(fd, data, 0) != len(data):
+                    return None
+                os.ftruncate(fd, len(data))
+                return st.st_ino
+            finally:
+                os.close(fd)
         except OSError:
-            return False
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or os.pwrite(fd, data, 0) != len(data):
-                return False
-            os.ftruncate(fd, len(data))
-        except OSError:
-            return False
-        finally:
-            os.close(fd)
-        self._record_write(name, st.st_ino)
-        self._remember(name, mac, False)
-        return True
+            return None
 
-    def _record_write(self, name: str, ino: int) -> None:
-        """Note a write of ours onto ``name`` outside :meth:`write` (see list_entries())."""
+    def _record_write(self, name: str, ino: int, mac: str, allow: bool) -> None:
+        """Note a write of ours onto ``name``: the cache, and a listing running meanwhile
+        (``_touched_new`` before ``inodes``: see list_entries())."""
         if self._touched is not None:
             self._touched.add(name)
             if name not in self.inodes:
                 self._touched_new.add(name)
         self.inodes[name] = ino
         self.vanished.discard(name)
+        self._remember(name, mac, allow)
 
     def ensure_reserve(self) -> bool:
         """Keep the pre-written deny wildcard :data:`RESERVE` in place; False if missing."""
@@ -313,24 +313,15 @@ class HostsDir(HostsDirCache):
             return False
         return True
 
-    def _write_file(self, tmp: str, final: str, data: bytes,
-                    before_rename: Callable[[], None] = lambda: None) -> int:
+    def _write_file(self, tmp: str, final: str, data: bytes) -> int:
         """Write ``data`` to dotfile ``tmp``, rename it to ``final``; its inode."""
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
                          | os.O_CLOEXEC, 0o644, dir_fd=self.dir_fd)
             try:
-                if os.write(fd, data) != len(data):
-                    raise OSError(errno.EIO, "short write")
-                st = os.fstat(fd)
-                if stat.S_IMODE(st.st_mode) != 0o644:
-                    # whatever the umask or a leftover dotfile's mode: dnsmasq may run as
-                    # another user (checked first: one syscall less per file in a first sync)
-                    os.fchmod(fd, 0o644)
-                ino = st.st_ino
+                ino = _fill(fd, data)
             finally:
                 os.close(fd)
-            before_rename()
             os.rename(tmp, final, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
         except OSError:
             with contextlib.suppress(OSError):
@@ -355,13 +346,7 @@ class HostsDir(HostsDirCache):
         except FileExistsError:
             return None
         try:
-            st = os.fstat(fd)
-            if stat.S_IMODE(st.st_mode) != 0o644:
-                # the umask or a default ACL: dnsmasq may run as another user; fixed before
-                # the line is written so the file never holds it with another mode
-                os.fchmod(fd, 0o644)
-            if os.write(fd, data) != len(data):
-                raise OSError(errno.EIO, "short write")
+            return _fill(fd, data)
         except OSError:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
@@ -370,7 +355,6 @@ class HostsDir(HostsDirCache):
             raise
         finally:
             os.close(fd)
-        return st.st_ino
 
     def write(self, name: str, mac: str, allow: bool) -> None:
         """Atomically replace (or create) file ``name`` with the allow/deny line of ``mac``.
@@ -378,44 +362,39 @@ class HostsDir(HostsDirCache):
         ``name`` must be a validated MAC spelling or the wildcard name, never raw input.
         """
         data = content(mac, allow)
-        observer = self.observer
         # A name without a directory entry at the last scan is created in place. The
         # wildcard keeps the rename: one file, and the one deciding for every other MAC.
         create = name not in self.inodes and name != WILDCARD
-        announced = 0
-
-        def announce(events: int) -> None:
-            nonlocal announced
-            if observer is not None:
-                observer.expect(name, events)  # before the write: its events come at once
-                announced = events
-
+        events = CREATE_EVENTS if create else RENAME_EVENTS
+        self.observer.expect(name, events)  # before the write: its events come at once
         try:
-            ino = None
-            if create:
-                announce(CREATE_EVENTS)
-                ino = self._create(name, data)
-                if ino is None and announced:  # made by someone since the scan: replaced
-                    observer.cancel(name, announced)
-                    announced = 0
+            ino = self._create(name, data) if create else None
             if ino is None:
-                tmp = f".{mac if name != WILDCARD else WILDCARD}.tmp"
-                ino = self._write_file(tmp, name, data, lambda: announce(RENAME_EVENTS))
+                if create:  # made by someone since the scan: replaced instead
+                    self.observer.cancel(name, events)
+                    events = RENAME_EVENTS
+                    self.observer.expect(name, events)
+                ino = self._write_file(f".{mac if name != WILDCARD else WILDCARD}.tmp", name,
+                                       data)
         except OSError:
-            if announced:
-                observer.cancel(name, announced)
+            self.observer.cancel(name, events)
             # Unknown now: the next scan reads the file again and the next sync retries.
-            self._forget(name)
-            self.inodes.pop(name, None)
+            self.drop(name)
             raise
-        finally:
-            if self._touched is not None:
-                self._touched.add(name)
-        if self._touched is not None and name not in self.inodes:
-            self._touched_new.add(name)  # before ``inodes``: see list_entries()
-        self.inodes[name] = ino
-        self.vanished.discard(name)
-        self._remember(name, mac, allow)
+        self._record_write(name, ino, mac, allow)
+
+
+def _fill(fd: int, data: bytes) -> int:
+    """Write ``data`` into the file just opened at ``fd``, with mode 0644; its inode."""
+    st = os.fstat(fd)
+    if stat.S_IMODE(st.st_mode) != 0o644:
+        # whatever the umask, a default ACL or a leftover dotfile's mode: dnsmasq may run
+        # as another user. Checked first: one syscall less per file in a first sync; fixed
+        # before the line is written, so a file never holds it with another mode.
+        os.fchmod(fd, 0o644)
+    if os.write(fd, data) != len(data):
+        raise OSError(errno.EIO, "short write")
+    return st.st_ino
 
 
 def _missing(want: set[str], have: set[str]) -> Iterable[str]:

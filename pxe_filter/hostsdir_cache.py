@@ -41,11 +41,6 @@ _NOATIME = getattr(os, "O_NOATIME", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def open_directory(path: str) -> int:
-    """A descriptor of directory ``path`` itself, never through a symlink; raises OSError."""
-    return os.open(path, _DIR_FLAGS)
-
-
 def content(mac: str, allow: bool) -> bytes:
     """The line dnsmasq reads for ``mac`` (canonical form or the wildcard)."""
     return f"{mac}\n".encode() if allow else f"{mac},ignore\n".encode()
@@ -78,9 +73,8 @@ class HostsDirCache:
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(path)
         #: The hostsdir every file operation is relative to (see :meth:`swapped`).
-        self.dir_fd = open_directory(self.path)
-        st = os.fstat(self.dir_fd)
-        self.identity = (st.st_dev, st.st_ino)
+        self.dir_fd = -1
+        self.reopen()
         self.inodes: dict[str, int] = {}  # every directory entry at the last scan -> inode
         # Managed files, by the policy their content expresses: three sets of names rather
         # than an object per file (100k files: ~12 MB less). A name stands for itself as a
@@ -88,6 +82,8 @@ class HostsDirCache:
         self.allow_names: set[str] = set()  # content allows
         self.deny_names: set[str] = set()  # content denies
         self.odd_names: set[str] = set()  # content is not our canonical line: rewritten
+        self._sets = ((True, self.allow_names), (False, self.deny_names),
+                      (None, self.odd_names))
         self.aliases: dict[str, str] = {}  # non-canonical managed name -> canonical MAC
         self.spellings: dict[str, set[str]] = {}  # canonical MAC -> non-canonical file names
         self.loaded = False
@@ -118,8 +114,8 @@ class HostsDirCache:
             self.dir_fd = -1
 
     def reopen(self) -> None:
-        """Hold the directory now at :attr:`path` (a restored hostsdir); raises OSError."""
-        fd = open_directory(self.path)
+        """Hold the directory now at :attr:`path` (at start, or restored); raises OSError."""
+        fd = os.open(self.path, _DIR_FLAGS)
         self.close()
         self.dir_fd = fd
         st = os.fstat(fd)
@@ -270,43 +266,34 @@ class HostsDirCache:
         None if the file is gone or not a regular file; policy None if unreadable or not
         the canonical line (a symlink included: it is replaced, never followed).
         """
-        path = os.path.join(self.path, name)
+        found = self._read_file(name)
+        return None if found is None else (found[0], parse(mac, found[1] or b""))
+
+    def read_bytes(self, name: str) -> bytes | None:
+        """The first bytes of regular file ``name`` (None if it cannot be read); no lock."""
+        found = self._read_file(name)
+        return None if found is None else found[1]
+
+    def _read_file(self, name: str) -> tuple[int, bytes | None] | None:
+        """(inode, first bytes or None if unreadable) of ``name``; None if it is gone or
+        not a regular file (a directory or device: not ours, writes to it will fail)."""
         try:
             fd = self._open(name)
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    return None
+                return st.st_ino, os.read(fd, _MAX_CONTENT)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            LOG.debug("Cannot read %s: %s", path, exc)
+            LOG.debug("Cannot read %s: %s", os.path.join(self.path, name), exc)
             try:
                 return self.lstat(name).st_ino, None
             except OSError:
                 return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return None  # a directory or device: not ours, writes to it will fail
-            data = os.read(fd, _MAX_CONTENT)
-        except OSError as exc:
-            LOG.debug("Cannot read %s: %s", path, exc)
-            data = b""
-        finally:
-            os.close(fd)
-        return st.st_ino, parse(mac, data)
-
-    def read_bytes(self, name: str) -> bytes | None:
-        """The first bytes of regular file ``name`` (None if it cannot be read); no lock."""
-        try:
-            fd = self._open(name)
-        except OSError:
-            return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            return os.read(fd, _MAX_CONTENT)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
 
     def _read(self, name: str, mac: str) -> None:
         self.reread += 1
@@ -324,15 +311,10 @@ class HostsDirCache:
 
     def _lookup(self, name: str) -> tuple[str, bool | None] | None:
         """(MAC, policy of the content) of managed file ``name``; None if not managed."""
-        if name in self.deny_names:
-            state = False
-        elif name in self.allow_names:
-            state = True
-        elif name in self.odd_names:
-            state = None
-        else:
-            return None
-        return self.aliases.get(name, name), state
+        for state, names in self._sets:
+            if name in names:
+                return self.aliases.get(name, name), state
+        return None
 
     def changed_contents(self, names: Iterable[str]) -> list[tuple[str, int, bool | None]]:
         """Read ``names`` without the caller's lock; (name, inode, policy) of those whose
@@ -363,23 +345,15 @@ class HostsDirCache:
             self.aliases[name] = mac
             if name != WILDCARD:
                 self.spellings.setdefault(mac, set()).add(name)
-        if state is None:
-            self.allow_names.discard(name)
-            self.deny_names.discard(name)
-            self.odd_names.add(name)
-        elif state:
-            self.allow_names.add(name)
-            self.deny_names.discard(name)
-            self.odd_names.discard(name)
-        else:
-            self.deny_names.add(name)
-            self.allow_names.discard(name)
-            self.odd_names.discard(name)
+        for value, names in self._sets:
+            if value is state:
+                names.add(name)
+            else:
+                names.discard(name)
 
     def _forget(self, name: str) -> None:
-        self.allow_names.discard(name)
-        self.deny_names.discard(name)
-        self.odd_names.discard(name)
+        for _, names in self._sets:
+            names.discard(name)
         mac = self.aliases.pop(name, None)
         if mac is not None:
             names = self.spellings.get(mac)
@@ -412,8 +386,13 @@ class HostsDirCache:
             self.foreign.add(name)
         return True
 
-    def note_removed(self, name: str) -> None:
-        """Entry ``name`` was deleted by us (a listing running meanwhile must not trust it)."""
+    def drop(self, name: str) -> None:
+        """Forget entry ``name``, deleted or unknown after a failed write (a listing running
+        meanwhile must not trust it either)."""
+        self._forget(name)
+        self.inodes.pop(name, None)
+        self.foreign.discard(name)
+        self.neutral.pop(name, None)
         if self._touched is not None:
             self._touched.add(name)
 
@@ -446,8 +425,7 @@ class HostsDirCache:
         except FileNotFoundError:
             if known is None:
                 return None  # deleted by us (purge), or never one of ours
-            self._forget(name)
-            self.inodes.pop(name, None)
+            self.drop(name)
             self.vanished.add(name)
             return "deleted", mac
         except OSError:
