@@ -57,37 +57,46 @@ class FailSafe:
 
     def after_writes(self, report: WriteReport, full: bool) -> None:
         """After a batch of writes (the sync's lock held): act on what is not on disk."""
+        lingering = None
+        if report.reload_needed:
+            vanished = sorted(set(self.hostsdir.closed) & self.hostsdir.vanished)
+            lingering = (f"the file of {', '.join(vanished[:3]) or 'a MAC'} was deleted and "
+                         f"its denial cannot be written", "the deleted file", _FIX)
+        self._act(lingering, full)
+
+    def after_foreign(self, report: ForeignReport) -> None:
+        """Files the filter did not write were removed (the sync's lock held): dnsmasq
+        keeps what they said until SIGHUP, so reload it; stop it if one stays."""
+        lingering = None
+        if report.reload_needed and self.started:
+            shown = [*report.removed, *report.neutralised, *report.gone]
+            lingering = (f"{len(shown)} file(s) the filter did not write left the hostsdir "
+                         f"({', '.join(shown[:3])})", "what they said",
+                         "keep nothing but the filter's files in the hostsdir")
+        self._act(lingering, False)
+
+    def _act(self, lingering: tuple[str, str, str] | None, full: bool) -> None:
+        """Stop dnsmasq while something is not on disk, else reload it when it may still
+        apply a file that left the hostsdir (``lingering``: why, what it applies, the fix);
+        start it again after a ``full`` pass that wrote everything."""
         hd = self.hostsdir
         if hd.unenforced or hd.foreign_failed:
             if self.halted is None and self.fatal is None:
                 self._halt(f"cannot deny {_some(hd.unenforced)}" if hd.unenforced else
                            f"cannot remove {_some(hd.foreign_failed)}, a file the filter "
                            f"did not write")
-        elif report.reload_needed and self.halted is None and self.fatal is None:
-            self._reload_after_vanished()
+        elif lingering is not None and self.halted is None and self.fatal is None:
+            why, what, fix = lingering
+            if not self.control.can_reload:
+                self._fail(f"{why}: dnsmasq still applies {what} until it is reloaded, and "
+                           f"no [dnsmasq]control can reload it: exiting so that systemd "
+                           f"restarts dnsmasq with this service; {fix}")
+            elif self._reload_dnsmasq(why):
+                hd.vanished.clear()  # dnsmasq re-read the whole directory
+            else:
+                self._halt(f"{why}, and dnsmasq could not be reloaded")
         if full and self.halted is not None and not hd.unenforced and not hd.foreign_failed:
             self._resume()
-        self._record()
-
-    def after_foreign(self, report: ForeignReport) -> None:
-        """Files the filter did not write were removed (the sync's lock held): dnsmasq
-        keeps what they said until SIGHUP, so reload it; stop it if one stays."""
-        if report.failed:
-            if self.halted is None and self.fatal is None:
-                self._halt(f"cannot remove {_some(report.failed)}, a file the filter did "
-                           f"not write")
-        elif report.reload_needed and self.started and self.halted is None \
-                and self.fatal is None:
-            shown = [*report.removed, *report.neutralised, *report.gone]
-            why = (f"{len(shown)} file(s) the filter did not write left the hostsdir "
-                   f"({', '.join(shown[:3])})")
-            if not self.control.can_reload:
-                self._fail(f"{why}: dnsmasq applies what they said until it is reloaded, "
-                           f"and no [dnsmasq]control can reload it: exiting so that systemd "
-                           f"restarts dnsmasq with this service; keep nothing but the "
-                           f"filter's files in the hostsdir")
-            elif not self._reload_dnsmasq(why):
-                self._halt(f"{why}, and dnsmasq could not be reloaded")
         self._record()
 
     def _halt(self, why: str) -> None:
@@ -106,20 +115,6 @@ class FailSafe:
         self.halted = why
         LOG.critical("%s. dnsmasq STOPPED, no MAC is served; %s. It is started again as "
                      "soon as every denial is written (retried every second)", what, _FIX)
-
-    def _reload_after_vanished(self) -> None:
-        vanished = sorted(set(self.hostsdir.closed) & self.hostsdir.vanished)
-        why = (f"the file of {', '.join(vanished[:3]) or 'a MAC'} was deleted and its "
-               f"denial cannot be written")
-        if not self.control.can_reload:
-            self._fail(f"{why}: dnsmasq still applies the deleted file until it is reloaded, "
-                       f"and no [dnsmasq]control can reload it: exiting so that systemd "
-                       f"restarts dnsmasq with this service; {_FIX}")
-            return
-        if self._reload_dnsmasq(why):
-            self.hostsdir.vanished.clear()  # dnsmasq re-read the whole directory
-        else:
-            self._halt(f"{why}, and dnsmasq could not be reloaded")
 
     def _fail(self, message: str) -> None:
         self.fatal = message
