@@ -16,13 +16,11 @@ re-reading every file (and reloading dnsmasq, whose queue overflowed too).
 """
 
 import contextlib
-import errno
 import logging
 import os
 import select
-import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from inotify_simple import INotify, flags
 
@@ -40,8 +38,6 @@ MASK = _NAME_EVENTS | flags.DELETE_SELF | flags.MOVE_SELF | flags.ONLYDIR | flag
 _OWN_EVENTS = flags.MOVED_TO | flags.CREATE | flags.MODIFY | flags.CLOSE_WRITE
 #: Writes between two drains: 5 events each at most, well below the 16384-event queue.
 DRAIN_EVERY = 1000
-_HEADER = struct.Struct("iIII")
-_READ_SIZE = 64 * 1024  # bytes per read(): the events are parsed as they come, not listed
 
 #: repair(names, content_changed, wait) -> repaired names, or None when it could not wait.
 RepairFunc = Callable[[set[str], set[str], bool], list[str] | None]
@@ -64,7 +60,6 @@ class HostsdirWatcher:
         # thread drains the queue too.
         self._wd_lock = threading.Lock()
         self.wd = self.inotify.add_watch(path, MASK)
-        self._stop_r, self._stop_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._thread: threading.Thread | None = None
         self._names: set[str] = set()
@@ -73,6 +68,7 @@ class HostsdirWatcher:
         self._since_drain = 0
         self._overflow = False
         self._lost: str | None = None
+        self._stopping = False
         self.drains = 0  # drains done by the writer (tests, logs)
 
     def start(self) -> None:
@@ -86,7 +82,9 @@ class HostsdirWatcher:
             with contextlib.suppress(OSError):
                 self.inotify.rm_watch(self.wd)
             self.wd = self.inotify.add_watch(path, MASK)
-            self._reset()
+            self._names, self._content = set(), set()
+            self._expected.clear()
+            self._since_drain = 0
 
     def expect(self, name: str, events: int = 1) -> None:
         """A write of ours making ``events`` events on ``name`` comes next (the writer calls
@@ -106,35 +104,28 @@ class HostsdirWatcher:
         """The write announced by :meth:`expect` failed; those of its events that happened
         anyway reach ``repair`` (which finds nothing to do): never one foreign event less."""
         with self._wd_lock:
-            count = self._expected.get(name, 0)
-            if count > events:
-                self._expected[name] = count - events
-            else:
-                self._expected.pop(name, None)
+            count = self._expected.pop(name, 0) - events
+            if count > 0:
+                self._expected[name] = count
 
     def stop(self) -> None:
         """Stop the thread and close the inotify descriptor."""
-        with contextlib.suppress(OSError):
-            os.write(self._stop_w, b"x")
+        self._stopping = True
+        self._wake()  # a full pipe wakes the thread too
         if self._thread is not None:
             self._thread.join(5)
         self.inotify.close()
-        for fd in (self._stop_r, self._stop_w, self._wake_r, self._wake_w):
-            os.close(fd)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"w")
 
-    def _reset(self) -> None:
-        self._names, self._content = set(), set()
-        self._expected.clear()
-        self._since_drain = 0
-
     def _run(self) -> None:
         while True:
-            readable, _, _ = select.select([self.inotify, self._stop_r, self._wake_r], [], [])
-            if self._stop_r in readable:
+            select.select([self.inotify, self._wake_r], [], [])
+            if self._stopping:
                 return
             try:
                 with contextlib.suppress(BlockingIOError):
@@ -160,32 +151,11 @@ class HostsdirWatcher:
         elif names:
             self.repair(names, content, True)
 
-    def _events(self) -> Iterator[tuple[int, int, str]]:
-        """(wd, mask, name) of every queued event, read in bounded chunks."""
-        fd = self.inotify.fileno()
-        while True:
-            try:
-                data = os.read(fd, _READ_SIZE)
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
-                    continue
-                raise
-            if not data:
-                return
-            pos = 0
-            while pos < len(data):
-                wd, mask, _cookie, size = _HEADER.unpack_from(data, pos)
-                pos += _HEADER.size + size
-                name = data[pos - size:pos].split(b"\0", 1)[0]
-                yield wd, mask, os.fsdecode(name)
-
     def _collect(self) -> None:
         """Move queued events into the pending sets (caller holds ``_wd_lock``)."""
         self._since_drain = 0
         wd, expected = self.wd, self._expected
-        for event_wd, mask, name in self._events():
+        for event_wd, mask, _cookie, name in self.inotify.read(timeout=0):
             if mask & flags.Q_OVERFLOW:
                 self._overflow = True
                 expected.clear()  # the events they stood for may be among the lost ones
@@ -194,14 +164,11 @@ class HostsdirWatcher:
             elif mask & _SELF_EVENTS:
                 self._lost = flags(mask & _SELF_EVENTS).name or "gone"
             elif name and not name.startswith("."):
-                if mask & _OWN_EVENTS:
-                    count = expected.get(name)
-                    if count:
-                        if count > 1:
-                            expected[name] = count - 1
-                        else:
-                            del expected[name]
-                        continue
+                if mask & _OWN_EVENTS and expected.get(name):
+                    expected[name] -= 1
+                    if not expected[name]:
+                        del expected[name]
+                    continue
                 self._names.add(name)
                 if mask & _CONTENT_EVENTS:
                     self._content.add(name)
