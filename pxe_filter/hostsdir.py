@@ -16,7 +16,7 @@ import logging
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from pxe_filter.hostsdir_cache import (
@@ -67,8 +67,6 @@ class WriteReport:
     written: int = 0
     failed: int = 0
     interrupted: bool = False
-    #: Names whose denial could not be written and that newly wait on the deny wildcard.
-    closed: list[str] = field(default_factory=list)
     #: A MAC without a file of its own was left to the deny wildcard: dnsmasq may still
     #: remember an allow from a file deleted earlier, until it is reloaded.
     reload_needed: bool = False
@@ -228,7 +226,6 @@ class HostsDir(HostsDirCache):
             self._remember(name, mac, False)  # already denies: only the rewrite failed
             return True
         self.closed[name] = reason
-        report.closed.append(name)
         covered = self._close_wildcard()
         if not covered:
             self.unenforced[WILDCARD] = reason
