@@ -92,7 +92,7 @@ class HostsDirCache:
         #: written since: dnsmasq may still apply what they said, until it is reloaded.
         self.vanished: set[str] = set()
         #: Entries the filter did not write (not a dotfile, not a MAC nor the wildcard):
-        #: dnsmasq reads them all, so :meth:`pxe_filter.hostsdir.HostsDir.remove_foreign`
+        #: dnsmasq reads them all, so :func:`pxe_filter.foreign_files.remove_foreign`
         #: removes them.
         self.foreign: set[str] = set()
         #: Foreign entries that went away without us: dnsmasq keeps them until SIGHUP.
@@ -228,10 +228,8 @@ class HostsDirCache:
         if macs.is_canonical(name):
             return name
         if _SPELLING.fullmatch(name):
-            try:
+            with contextlib.suppress(macs.InvalidMAC):
                 return macs.normalize_mac(name)
-            except macs.InvalidMAC:
-                return None
         return None
 
     def _open(self, name: str) -> int:
