@@ -46,22 +46,17 @@ class SelfHealer:
         self._reload_dnsmasq = reload_dnsmasq
         self._threshold = threshold
         self._wake = wake
-        self._lost: str | None = None
-
-    @property
-    def lost(self) -> bool:
-        """The watcher reported the hostsdir gone; :meth:`check_hostsdir` is due."""
-        return self._lost is not None
+        #: Why the watcher reported the hostsdir gone: :meth:`check_hostsdir` is due.
+        self.lost: str | None = None
 
     def repair(self, names: set[str], content: set[str], wait: bool) -> list[str] | None:
         """Put the named files back to the policy (the watcher's callback)."""
-        if self._lost is not None or self.sync.hostsdir.swapped() is not None:
+        if self.lost is not None or self.sync.hostsdir.swapped() is not None:
             return []  # the directory held is no longer the hostsdir: check_hostsdir decides
         repaired = self.sync.repair(names, content, wait)
-        if repaired:
-            if len(repaired) > self._threshold():
-                self._reload_dnsmasq(f"{len(repaired)} files were repaired")
-            self.status.repaired(repaired)
+        if repaired and len(repaired) > self._threshold():
+            self._reload_dnsmasq(f"{len(repaired)} files were repaired")
+        self.status.repaired(repaired or [])
         return repaired
 
     def on_overflow(self) -> None:
@@ -73,7 +68,7 @@ class SelfHealer:
 
     def on_lost(self, reason: str) -> None:
         """The watch on the hostsdir ended (removed, moved): wake the main loop."""
-        self._lost = reason
+        self.lost = reason
         self._wake()
 
     def check_hostsdir(self) -> bool:
@@ -84,13 +79,13 @@ class SelfHealer:
         directory (after stopping dnsmasq: it would follow the path at its next reload).
         """
         why = self.sync.hostsdir.swapped()
-        if self._lost is None and why is None:
+        if self.lost is None and why is None:
             return False
         reason = why or "replaced (new inode)"
-        noticed = self._lost or "periodic check"
-        if self._lost is not None:
-            reason = f"{reason}; {self._lost}"
-        self._lost = None
+        noticed = self.lost or "periodic check"
+        if self.lost is not None:
+            reason = f"{reason}; {self.lost}"
+        self.lost = None
         if why is not None and why not in _RESTORABLE:
             self._refuse(why, noticed)
         LOG.critical("The hostsdir %s was removed or replaced (%s): dnsmasq no longer "
