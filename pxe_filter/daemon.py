@@ -38,7 +38,6 @@ from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.failsafe import FailSafe
 from pxe_filter.foreign_files import ForeignReport
 from pxe_filter.hostsdir import WILDCARD_MAC
-from pxe_filter.hostsdir_lock import HostsdirLock
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.notifications.listener import NotificationListener, broker_connection
@@ -221,8 +220,7 @@ class Daemon:
 
             self.listener = rpc.BroadcastListener(transport_url, conf.host, sync,
                                                   after=self.metrics.broadcast_received)
-        lock = HostsdirLock(hostsdir, sync.hostsdir.dir_fd)
-        lock.acquire()
+        sync.hostsdir.lock()
         #: dnsmasq's lease reports (None: not watched) and each MAC's last DHCP.
         self.lease_spool = None if once else (conf.dnsmasq.lease_report_dir or None)
         self.lease_book = leases.LeaseBook(
@@ -241,7 +239,7 @@ class Daemon:
                                  reload_dnsmasq=self._reload_dnsmasq, wake=self.lifecycle.wake)
         sync.after_writes = self.failsafe.after_writes
         sync.after_foreign = self._after_foreign
-        self.healer = SelfHealer(sync.hostsdir.path, sync, self.control, status, lock,
+        self.healer = SelfHealer(sync.hostsdir.path, sync, self.control, status,
                                  reload_dnsmasq=self._reload_dnsmasq,
                                  threshold=self._threshold, wake=self.lifecycle.wake)
         self.watcher = _Off()
@@ -645,5 +643,5 @@ class Daemon:
         self.metrics_server.stop()
         if self.status.data.get("ready"):
             self.status.stopped()
-        self.healer.lock.release()
+        self.sync.hostsdir.unlock()
         self.source.close()

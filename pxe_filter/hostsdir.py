@@ -7,11 +7,13 @@ added instead of three changes (the dotfile's, then the rename's two), which is 
 first sync's cost; why dnsmasq still never applies a partial line: ``HostsDir._create``.
 Files are never deleted except by an explicit purge (dnsmasq would keep serving a
 deleted allow until SIGHUP) and the directory itself is never touched. What the files say
-now is read and cached by :class:`pxe_filter.hostsdir_cache.HostsDirCache`.
+now is read and cached by :class:`pxe_filter.hostsdir_cache.HostsDirCache`. One daemon
+writes a hostsdir: :meth:`HostsDir.lock` holds a lock in it for the daemon's lifetime.
 """
 
 import contextlib
 import errno
+import fcntl
 import logging
 import os
 import stat
@@ -19,19 +21,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from pxe_filter.hostsdir_cache import (
-    WILDCARD,
-    WILDCARD_MAC,
-    HostsDirCache,
-    Listing,
-    content,
-    parse,
-)
+from pxe_filter.checks import FatalError
+from pxe_filter.hostsdir_cache import WILDCARD, WILDCARD_MAC, HostsDirCache, content
 from pxe_filter.policy import DesiredState
-
-# Callers import the file format and the listing from here, with the writer.
-__all__ = ["RESERVE", "WILDCARD", "WILDCARD_MAC", "HostsDir", "Listing", "WriteObserver",
-           "WriteReport", "content", "parse"]
 
 LOG = logging.getLogger(__name__)
 
@@ -44,6 +36,7 @@ _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOE
 #: inotify events one write of ours makes on its final name: a rename (MOVED_TO), or an
 #: in-place create (CREATE, MODIFY, CLOSE_WRITE).
 RENAME_EVENTS, CREATE_EVENTS = 1, 3
+LOCK_NAME = ".ironic-pxe-filter.lock"
 
 
 class WriteObserver(Protocol):
@@ -92,6 +85,50 @@ class HostsDir(HostsDirCache):
         #: Denials neither written nor covered (a file still allows): name -> why.
         self.unenforced: dict[str, str] = {}
         self._reported: set[str] = set()  # failures already logged at ERROR
+        self._lock_fd: int | None = None
+
+    def lock(self) -> None:
+        """Take the lock of the directory held (again after :meth:`reopen`, leaving the one
+        before); raises FatalError naming the daemon that holds it."""
+        path = os.path.join(self.path, LOCK_NAME)
+        # The lock is held on a read-only descriptor: one open for writing for the
+        # daemon's lifetime would keep the file system from being remounted read-only.
+        try:
+            fd = self._open_lock(os.O_RDONLY | os.O_CREAT)
+        except OSError as exc:
+            raise FatalError(f"cannot open lock file {path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise FatalError(f"another ironic-pxe-filter (pid {owner}) already manages "
+                             f"{self.path} (lock {path}): stop it, or give this one its own "
+                             f"[pxe_filter]dhcp_hostsdir") from None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # in the directory held before, gone or replaced
+        self._lock_fd = fd
+        self._set_owner(f"{os.getpid()}\n".encode())
+
+    def unlock(self) -> None:
+        """Release the lock (the file stays: removing it would race with a new owner)."""
+        if self._lock_fd is not None:
+            self._set_owner(b"")
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _open_lock(self, flags: int) -> int:
+        return os.open(LOCK_NAME, flags | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644,
+                       dir_fd=self.dir_fd)
+
+    def _set_owner(self, data: bytes) -> None:
+        """Write the owner's pid (or nothing) into the lock file; best effort."""
+        with contextlib.suppress(OSError):
+            fd = self._open_lock(os.O_WRONLY | os.O_TRUNC)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
 
     def changes(self, desired: DesiredState) -> list[tuple[str, str, bool]]:
         """(file name, MAC, allow) for every file whose content must change, denials first."""

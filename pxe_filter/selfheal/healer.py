@@ -14,7 +14,6 @@ from typing import NoReturn
 
 from pxe_filter.checks import FatalError
 from pxe_filter.dnsmasq.control import Control, ControlError
-from pxe_filter.hostsdir_lock import HostsdirLock
 from pxe_filter.status.recorder import StatusRecorder
 from pxe_filter.sync import FilterSync
 
@@ -35,14 +34,12 @@ class SelfHealer:
     """
 
     def __init__(self, hostsdir: str, sync: FilterSync, control: Control,
-                 status: StatusRecorder, lock: HostsdirLock, *,
-                 reload_dnsmasq: Callable[[str], bool], threshold: Callable[[], int],
-                 wake: Callable[[], None]) -> None:
+                 status: StatusRecorder, *, reload_dnsmasq: Callable[[str], bool],
+                 threshold: Callable[[], int], wake: Callable[[], None]) -> None:
         self.hostsdir = hostsdir
         self.sync = sync
         self.control = control
         self.status = status
-        self.lock = lock
         self._reload_dnsmasq = reload_dnsmasq
         self._threshold = threshold
         self._wake = wake
@@ -96,10 +93,7 @@ class SelfHealer:
             written = len(self.sync.converge(reopen=True) or ())
             if why == "missing":
                 os.fchmod(self.sync.hostsdir.dir_fd, 0o755)  # dnsmasq reads it as its user
-            lock = HostsdirLock(self.hostsdir, self.sync.hostsdir.dir_fd)
-            lock.acquire()
-            self.lock.release()
-            self.lock = lock
+            self.sync.hostsdir.lock()
         except OSError as exc:
             raise FatalError(f"cannot restore the hostsdir {self.hostsdir}: "
                              f"{exc.strerror or exc}") from None

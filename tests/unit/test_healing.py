@@ -6,7 +6,6 @@ import pytest
 
 from pxe_filter.checks import FatalError
 from pxe_filter.dnsmasq.control import RELOADED, Control
-from pxe_filter.hostsdir_lock import HostsdirLock
 from pxe_filter.selfheal.healer import SelfHealer
 from pxe_filter.status.recorder import StatusRecorder
 from pxe_filter.sync import FilterSync
@@ -44,8 +43,7 @@ def parts(tmp_path):
     control = RecordingControl()
     status = StatusRecorder(str(tmp_path / "status.json"), str(hostsdir), sync.figures,
                             control.describe)
-    lock = HostsdirLock(str(hostsdir))
-    lock.acquire()
+    sync.hostsdir.lock()
     reloads: list[str] = []
     wakes: list[int] = []
 
@@ -53,11 +51,11 @@ def parts(tmp_path):
         reloads.append(reason)
         return True
 
-    healer = SelfHealer(str(hostsdir), sync, control, status, lock,
+    healer = SelfHealer(str(hostsdir), sync, control, status,
                         reload_dnsmasq=reload_dnsmasq, threshold=lambda: 1,
                         wake=lambda: wakes.append(1))
     yield healer, hostsdir, control, status, reloads, wakes
-    healer.lock.release()
+    sync.hostsdir.unlock()
 
 
 def test_repair_puts_a_foreign_edit_back_and_records_it(parts):
