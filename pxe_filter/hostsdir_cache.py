@@ -399,10 +399,6 @@ class HostsDirCache:
         known = self._lookup(name)
         return None if known is None else known[1]
 
-    def inode_of(self, name: str) -> int | None:
-        """Inode of ``name`` at the last scan or write."""
-        return self.inodes.get(name)
-
     def names_for(self, mac: str) -> list[str]:
         """The canonical file name of ``mac`` plus any non-canonical spellings present."""
         return [mac, *sorted(self.spellings.get(mac, ()))]

@@ -552,7 +552,7 @@ def _verdicts(found: Lookup, wanted: Collection[str],
 
 def _same_file(hostsdir: HostsDir, name: str) -> bool:
     """True if file ``name`` is still the one the cache describes (cheap lstat)."""
-    ino = hostsdir.inode_of(name)
+    ino = hostsdir.inodes.get(name)
     if ino is None:
         return False
     try:
