@@ -327,16 +327,13 @@ class HostsDirCache:
                 found.append((name, state[0], state[1]))
         return found
 
-    def apply_contents(self, found: Iterable[tuple[str, int, bool | None]]) -> int:
+    def apply_contents(self, found: Iterable[tuple[str, int, bool | None]]) -> None:
         """Record contents read by :meth:`changed_contents` (caller holds the lock);
         a file replaced since it was read keeps its cache entry: the next scan reads it."""
-        applied = 0
         for name, ino, state in found:
             known = self._lookup(name)
             if known is not None and self.inodes.get(name) == ino:
                 self._remember(name, known[0], state)
-                applied += 1
-        return applied
 
     def _remember(self, name: str, mac: str, state: bool | None) -> None:
         if name != mac and name not in self.aliases:

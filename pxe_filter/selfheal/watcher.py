@@ -51,7 +51,6 @@ class HostsdirWatcher:
 
     def __init__(self, path: str, repair: RepairFunc, on_overflow: Callable[[], None],
                  on_lost: Callable[[str], None]) -> None:
-        self.path = path
         self.repair = repair
         self.on_overflow = on_overflow
         self.on_lost = on_lost
