@@ -80,6 +80,10 @@ class FailSafe:
         apply a file that left the hostsdir (``lingering``: why, what it applies, the fix);
         start it again after a ``full`` pass that wrote everything."""
         hd = self.hostsdir
+        if (hd.unenforced or hd.foreign_failed) and hd.swapped() is not None:
+            # The directory itself went, not a file: the healer restores it or exits.
+            self._wake()
+            return
         if hd.unenforced or hd.foreign_failed:
             if self.halted is None and self.fatal is None:
                 self._halt(f"cannot deny {_some(hd.unenforced)}" if hd.unenforced else
