@@ -45,28 +45,21 @@ ACK_EVERY = 200
 #: oslo.messaging's names of ``[oslo_messaging_rabbit]ssl_version`` values.
 _SSL_VERSIONS = {"tlsv1": "PROTOCOL_TLSv1", "tlsv1_1": "PROTOCOL_TLSv1_1",
                  "tlsv1_2": "PROTOCOL_TLSv1_2", "sslv23": "PROTOCOL_SSLv23"}
+#: ``ssl`` arguments taken as they are from ``[oslo_messaging_rabbit]`` options.
+_TLS_FILES = (("keyfile", "ssl_key_file"), ("certfile", "ssl_cert_file"),
+              ("ca_certs", "ssl_ca_file"))
 
 
-def kombu_urls(transport_url: str) -> list[str]:
+def _kombu_urls(om, parsed) -> list[str]:
     """oslo.messaging's ``rabbit://user:pass@h1:5672,user:pass@h2/vhost`` as kombu URLs."""
-    om = oslo_messaging_module()
-    parsed = om.TransportURL.parse(cfg.CONF, transport_url)
-    if parsed.transport not in ("rabbit", "amqp", "kombu"):
-        raise ValueError(f"notifications are read from RabbitMQ only, not {parsed.transport}://")
     vhost = urllib.parse.quote(parsed.virtual_host or "", safe="")
     urls = []
-    for host in parsed.hosts or [None]:
-        if host is None:
-            urls.append(f"amqp://guest:guest@localhost:5672/{vhost}")
-            continue
-        auth = ""
-        if host.username:
-            auth = urllib.parse.quote(host.username, safe="")
-            if host.password:
-                auth += ":" + urllib.parse.quote(host.password, safe="")
-            auth += "@"
+    for host in parsed.hosts or [om.TransportHost("localhost", None, "guest", "guest")]:
+        auth = urllib.parse.quote(host.username or "", safe="")
+        if auth and host.password:
+            auth += ":" + urllib.parse.quote(host.password, safe="")
         address = f"[{host.hostname}]" if ":" in (host.hostname or "") else host.hostname
-        urls.append(f"amqp://{auth}{address}:{host.port or 5672}/{vhost}")
+        urls.append(f"amqp://{auth + '@' if auth else ''}{address}:{host.port or 5672}/{vhost}")
     return urls
 
 
@@ -90,38 +83,32 @@ def _rabbit_options(conf: cfg.ConfigOpts, query: dict[str, str]) -> dict:
     return values
 
 
-def broker_connection(transport_url: str, conf: cfg.ConfigOpts | None = None
-                      ) -> tuple[kombu.Connection, dict]:
+def broker_connection(transport_url: str) -> tuple[kombu.Connection, dict]:
     """A kombu connection to the broker(s) of ``transport_url`` (failover between several
     hosts) built as oslo.messaging builds its own, and the options it was built from;
     ValueError for what cannot work."""
-    conf = conf if conf is not None else cfg.CONF
     om = oslo_messaging_module()
-    parsed = om.TransportURL.parse(conf, transport_url)
-    urls = kombu_urls(transport_url)
-    options = _rabbit_options(conf, dict(parsed.query or {}))
+    parsed = om.TransportURL.parse(cfg.CONF, transport_url)
+    if parsed.transport not in ("rabbit", "amqp", "kombu"):
+        raise ValueError(f"notifications are read from RabbitMQ only, not {parsed.transport}://")
+    options = _rabbit_options(cfg.CONF, dict(parsed.query or {}))
     tls: dict | bool = False
     if options["ssl"]:
-        tls = {}
+        tls = {key: options[name] for key, name in _TLS_FILES if options[name]}
         if options["ssl_version"]:
             name = _SSL_VERSIONS.get(options["ssl_version"].lower(), "")
             if not hasattr(ssl, name):
                 raise ValueError(f"[oslo_messaging_rabbit]ssl_version "
                                  f"{options['ssl_version']!r} is not available here")
             tls["ssl_version"] = getattr(ssl, name)
-        if options["ssl_key_file"]:
-            tls["keyfile"] = options["ssl_key_file"]
-        if options["ssl_cert_file"]:
-            tls["certfile"] = options["ssl_cert_file"]
         if options["ssl_ca_file"]:
-            tls["ca_certs"] = options["ssl_ca_file"]
             tls["cert_reqs"] = ssl.CERT_REQUIRED
             # As oslo.messaging: the name is checked when there is one broker to name.
             if len(parsed.hosts) == 1:
                 tls["server_hostname"] = parsed.hosts[0].hostname
         tls = tls or True
     connection = kombu.Connection(
-        ";".join(urls), ssl=tls, connect_timeout=5,
+        ";".join(_kombu_urls(om, parsed)), ssl=tls, connect_timeout=5,
         heartbeat=max(0, options["heartbeat_timeout_threshold"]),
         login_method=options["rabbit_login_method"],
         failover_strategy=options["kombu_failover_strategy"])
@@ -153,7 +140,6 @@ class NotificationListener:
     def __init__(self, transport_url: str, host: str, topics: list[str],
                  handle: Callable[[object], None], *, expires: int, max_length: int) -> None:
         self.transport_url = transport_url
-        self.urls = kombu_urls(transport_url)
         self.queue_name = QUEUE_PREFIX + host
         self.topics = list(topics)
         self.handle = handle
@@ -193,16 +179,12 @@ class NotificationListener:
                            queue_arguments={"x-expires": self.expires * 1000,
                                             "x-max-length": self.max_length})
 
-    def _connect(self) -> tuple[kombu.Connection, dict]:
-        """A connection to the broker (not yet connected), and the options it was built from."""
-        return broker_connection(self.transport_url)
-
     def _run(self) -> None:
         failing = False
         tls = False
         while not self._stop.is_set():
             try:
-                connection, options = self._connect()
+                connection, options = broker_connection(self.transport_url)
                 tls = bool(options["ssl"])
                 try:
                     self._consume(connection, options["heartbeat_rate"])
