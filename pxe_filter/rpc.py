@@ -43,37 +43,25 @@ class FilterEndpoint:
 
 
 class BroadcastListener:
-    """Consumes broadcasts for ``host`` once started; does nothing without a ``url``."""
+    """Consumes broadcasts for ``host`` on ``url`` once started; ``after`` runs after each
+    broadcast taken (the daemon counts it)."""
 
-    def __init__(self, url: str | None, host: str, sync: FilterSync,
+    def __init__(self, url: str, host: str, sync: FilterSync,
                  after: Callable[[], None] = lambda: None) -> None:
         self.url, self.host, self.sync, self.after = url, host, sync, after
         self._server = None
 
     def start(self) -> None:
         """Connect and consume; raises whatever the driver raises."""
-        if self.url:
-            transport = common_messaging.get_transport(self.url)
-            self._server = start_server(transport, self.host, self.sync, self.after)
+        self._server = common_messaging.start_rpc_server(
+            common_messaging.get_transport(self.url), broadcast.target(server=self.host),
+            [FilterEndpoint(self.sync, self.after)])
 
     def stop(self) -> None:
-        """Stop consuming (in-flight broadcasts finish); never raises."""
+        """Stop consuming and wait for in-flight broadcasts; never raises."""
         if self._server is not None:
             try:
-                stop_server(self._server)
+                common_messaging.stop_rpc_server(self._server)
             except Exception as exc:
                 LOG.warning("Stopping the broadcast listener: %s", exc)
             self._server = None
-
-
-def start_server(transport, host: str, sync: FilterSync,
-                 after: Callable[[], None] = lambda: None):
-    """Start consuming broadcasts for ``host``; returns the running server. ``after`` runs
-    after each broadcast taken (the daemon counts it)."""
-    return common_messaging.start_rpc_server(transport, broadcast.target(server=host),
-                                             [FilterEndpoint(sync, after)])
-
-
-def stop_server(server) -> None:
-    """Stop consuming and wait for in-flight handlers."""
-    common_messaging.stop_rpc_server(server)
