@@ -12,13 +12,6 @@ from types import ModuleType
 from oslo_config import cfg
 from oslo_service import backend
 
-
-def init_threading_backend() -> None:
-    """Select oslo.service's threading backend (idempotent)."""
-    if backend.get_backend_type() is None:
-        backend.init_backend(backend.BackendType.THREADING)
-
-
 #: AMQP's basic.cancel: the broker cancels the consumer of a queue deleted while the channel
 #: closes (our fanout and reply queues auto-delete at stop). amqp warns of it at every stop.
 _CANCEL_WHILE_CLOSING = (60, 30)
@@ -37,7 +30,8 @@ def oslo_messaging_module() -> ModuleType:
     amqp_log = logging.getLogger("amqp")
     if _not_a_cancel_while_closing not in amqp_log.filters:
         amqp_log.addFilter(_not_a_cancel_while_closing)
-    init_threading_backend()
+    if backend.get_backend_type() is None:
+        backend.init_backend(backend.BackendType.THREADING)
     import oslo_messaging  # noqa: PLC0415 - must follow backend selection
     return oslo_messaging
 
@@ -52,42 +46,37 @@ def get_transport(url: str | None = None):
     return messaging.get_rpc_transport(cfg.CONF, url=url)
 
 
+def _set_by_operator(conf: cfg.ConfigOpts, group: str | None) -> str | None:
+    """``[group]transport_url`` (registered from oslo.messaging's public option listing, what
+    oslo-config-generator reads) if the operator set it, else None."""
+    from oslo_messaging import opts as om_opts  # noqa: PLC0415 - after backend selection
+
+    for listed, opts in om_opts.list_opts():
+        if (listed or "DEFAULT") == (group or "DEFAULT"):
+            conf.register_opts([opt for opt in opts if opt.name == "transport_url"],
+                               group=group)
+    location = conf.get_location("transport_url", group)
+    if location is None or location.location == cfg.Locations.opt_default:
+        return None
+    return (conf[group] if group else conf).transport_url or None
+
+
 def configured_transport_url(conf: cfg.ConfigOpts) -> str | None:
     """``[DEFAULT]transport_url`` if the operator set it, else None.
 
     oslo.messaging defaults the option to ``rabbit://``; we need to know whether it was set,
     because an unset transport means "no message bus" (all-in-one mode, no broadcasts).
     """
-    om = oslo_messaging_module()
-    # The public option listing (what oslo-config-generator reads) holds transport_url.
-    from oslo_messaging import opts as om_opts  # noqa: PLC0415 - after backend selection
-
-    for group, opts in om_opts.list_opts():
-        if group in (None, "DEFAULT"):
-            conf.register_opts([opt for opt in opts if opt.name == "transport_url"])
-    om.set_transport_defaults("ironic")
-    location = conf.get_location("transport_url")
-    if location is None or location.location == cfg.Locations.opt_default:
-        return None
-    return conf.transport_url or None
+    oslo_messaging_module().set_transport_defaults("ironic")
+    return _set_by_operator(conf, None)
 
 
 def configured_notification_url(conf: cfg.ConfigOpts) -> str | None:
     """``[oslo_messaging_notifications]transport_url``, else ``[DEFAULT]transport_url``,
     else None (neither was set by the operator)."""
     oslo_messaging_module()
-    from oslo_messaging import opts as om_opts  # noqa: PLC0415 - after backend selection
-
-    for group, opts in om_opts.list_opts():
-        if group == "oslo_messaging_notifications":
-            conf.register_opts([opt for opt in opts if opt.name == "transport_url"],
-                               group=group)
-    location = conf.get_location("transport_url", "oslo_messaging_notifications")
-    if location is not None and location.location != cfg.Locations.opt_default:
-        url = conf.oslo_messaging_notifications.transport_url
-        if url:
-            return url
-    return configured_transport_url(conf)
+    return (_set_by_operator(conf, "oslo_messaging_notifications")
+            or configured_transport_url(conf))
 
 
 def start_rpc_server(transport, target, endpoints: list):
