@@ -95,13 +95,7 @@ def parse(body: object) -> NodeChanged | None:
 
 
 def _unwrap(body: object) -> dict:
-    if isinstance(body, (bytes, bytearray)):
-        if len(body) > MAX_MESSAGE_BYTES:
-            raise Malformed(f"message over {MAX_MESSAGE_BYTES} bytes")
-        body = _loads(body)
-    if isinstance(body, str):
-        if len(body) > MAX_MESSAGE_BYTES:
-            raise Malformed(f"message over {MAX_MESSAGE_BYTES} bytes")
+    if isinstance(body, (bytes, bytearray, str)):
         body = _loads(body)
     if not isinstance(body, dict):
         raise Malformed("message is not a JSON object")
@@ -110,8 +104,6 @@ def _unwrap(body: object) -> dict:
         return body
     if not isinstance(inner, str):
         raise Malformed("oslo.message is not a JSON string")
-    if len(inner) > MAX_MESSAGE_BYTES:
-        raise Malformed(f"message over {MAX_MESSAGE_BYTES} bytes")
     message = _loads(inner)
     if not isinstance(message, dict):
         raise Malformed("oslo.message is not a JSON object")
@@ -119,6 +111,8 @@ def _unwrap(body: object) -> dict:
 
 
 def _loads(text: str | bytes | bytearray) -> object:
+    if len(text) > MAX_MESSAGE_BYTES:
+        raise Malformed(f"message over {MAX_MESSAGE_BYTES} bytes")
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
