@@ -201,7 +201,7 @@ class Daemon:
             dir_fd=None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd))
         status.scope = lambda: sync.settings.scope.describe()  # noqa: PLW0108 - SIGHUP
         self.metrics = FilterMetrics(status)
-        self.metrics_server = prometheus.server_for(
+        self.metrics_server = prometheus.MetricsServer(
             self.metrics.registry, conf.pxe_filter.prometheus_host,
             0 if once else conf.pxe_filter.prometheus_port)
         #: Follows Ironic's notifications when [pxe_filter]ironic_notifications is on.

@@ -202,8 +202,8 @@ class Worker:
 
     def _start_metrics(self) -> None:
         opts = self.conf.worker
-        self.metrics_server = prometheus.server_for(metrics.REGISTRY, opts.prometheus_host,
-                                                    opts.prometheus_port)
+        self.metrics_server = prometheus.MetricsServer(metrics.REGISTRY, opts.prometheus_host,
+                                                       opts.prometheus_port)
         metrics.show_processing()
         try:
             self.metrics_server.start()

@@ -28,7 +28,8 @@ def new_registry() -> CollectorRegistry:
 
 
 class MetricsServer:
-    """``GET /metrics`` (Prometheus text format) over HTTP on ``host:port``, in a thread."""
+    """``GET /metrics`` (Prometheus text format) over HTTP on ``host:port``, in a thread;
+    nothing at all with port 0 (metrics off)."""
 
     def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
         self.registry = registry
@@ -39,6 +40,8 @@ class MetricsServer:
 
     def start(self) -> None:
         """Listen; raises OSError (address in use, not an address of this machine)."""
+        if not self.port:
+            return
         self._server, self._thread = start_http_server(self.port, addr=self.host,
                                                        registry=self.registry)
         LOG.info("Prometheus metrics on http://%s:%d/metrics",
@@ -57,19 +60,3 @@ class MetricsServer:
         if self._thread is not None:
             self._thread.join(5)
         self._server = self._thread = None
-
-
-class NoMetricsServer:
-    """Metrics are off (port 0)."""
-
-    def start(self) -> None:
-        """Nothing to start."""
-
-    def stop(self) -> None:
-        """Nothing to stop."""
-
-
-def server_for(registry: CollectorRegistry, host: str, port: int
-               ) -> MetricsServer | NoMetricsServer:
-    """A server for ``registry`` when ``port`` is set, else one that does nothing."""
-    return MetricsServer(registry, host, port) if port else NoMetricsServer()
