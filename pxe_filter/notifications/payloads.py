@@ -8,6 +8,7 @@ not a well-formed Ironic notification raises :class:`Malformed` with a short rea
 summary log line.
 """
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -35,12 +36,10 @@ class Malformed(ValueError):
 class NodeChanged:
     """A notification saying node ``node_uuid`` (or, for a port event, port ``port_uuid``)
     may serve other MACs now; ``deleted`` is true for a port's or node's deletion. The
-    timestamp is the publisher's clock: logged, never compared."""
+    timestamp is the publisher's clock: checked, never compared."""
 
-    event_type: str
     node_uuid: str
     timestamp: str
-    message_id: str
     port_uuid: str | None = None
     deleted: bool = False
     #: The port's address as the payload says (a deleted port's, or its new one): only a
@@ -71,27 +70,25 @@ def parse(body: object) -> NodeChanged | None:
     data = payload.get("ironic_object.data") if isinstance(payload, dict) else None
     if not isinstance(data, dict):
         raise Malformed(f"{event_type}: payload has no ironic_object.data object")
-    field = "node_uuid" if event_type.startswith(PORT_EVENTS) else "uuid"
-    node_uuid = data.get(field)
-    if not isinstance(node_uuid, str) or not _UUID.fullmatch(node_uuid):
-        raise Malformed(f"{event_type}: {field} is not a UUID")
+    port_event = event_type.startswith(PORT_EVENTS)
+    node_uuid = _uuid(event_type, data, "node_uuid" if port_event else "uuid")
     timestamp = message.get("timestamp")
     if not isinstance(timestamp, str) or not _TIMESTAMP.fullmatch(timestamp):
         raise Malformed(f"{event_type}: timestamp missing or not a date and time")
-    message_id = message.get("message_id")
     port_uuid = address = None
-    if event_type.startswith(PORT_EVENTS):
-        port_uuid = data.get("uuid")
-        if not isinstance(port_uuid, str) or not _UUID.fullmatch(port_uuid):
-            raise Malformed(f"{event_type}: uuid is not a UUID")
-        try:
+    if port_event:
+        port_uuid = _uuid(event_type, data, "uuid")
+        with contextlib.suppress(macs.InvalidMAC):
             address = macs.normalize_mac(data.get("address"))
-        except macs.InvalidMAC:
-            address = None
-    return NodeChanged(event_type, node_uuid.lower(), timestamp.replace("T", " "),
-                       message_id if isinstance(message_id, str) else "",
-                       port_uuid.lower() if port_uuid else None, ".delete." in event_type,
-                       address)
+    return NodeChanged(node_uuid, timestamp.replace("T", " "), port_uuid,
+                       ".delete." in event_type, address)
+
+
+def _uuid(event_type: str, data: dict, field: str) -> str:
+    value = data.get(field)
+    if not isinstance(value, str) or not _UUID.fullmatch(value):
+        raise Malformed(f"{event_type}: {field} is not a UUID")
+    return value.lower()
 
 
 def _unwrap(body: object) -> dict:
