@@ -15,7 +15,8 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 LOG = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class StatusRecorder:
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()  # one writer of the temporary file at a time
         self._warned = False
-        self.data: dict[str, object] = {
+        self.data: dict[str, Any] = {
             "format": FORMAT_VERSION, "pid": os.getpid(), "running": True,
             "started_at": _now(), "hostsdir": hostsdir, "ready": False,
             "last_sync": None, "syncs": 0, "last_broadcast": None, "broadcasts": 0,
@@ -63,85 +64,68 @@ class StatusRecorder:
                                "restarts": 0, "last_restart": None},
         }
 
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[dict[str, Any]]:
+        """The figures, to change under the lock; the file is written after."""
+        with self._lock:
+            yield self.data
+        self.write()
+
     def sync(self, result, first: bool = False) -> None:
         """Record a full sync (a pxe_filter.sync.SyncResult)."""
-        with self._lock:
-            self.data["ready"] = True
-            self.data["syncs"] = int(self.data["syncs"]) + 1
-            self.data["last_sync"] = {
+        if result.failed:
+            self.error(f"{result.failed} file(s) could not be written in the last sync")
+        with self._changing() as data:
+            data["ready"] = True
+            data["syncs"] += 1
+            data["last_sync"] = {
                 "at": _now(), "duration_s": round(result.duration, 3), "first": first,
                 "written": result.written, "failed": result.failed,
                 "purged": result.purged, "invalid_macs": result.invalid}
-        if result.failed:
-            self.error(f"{result.failed} file(s) could not be written in the last sync")
-        self.write()
 
     def broadcast(self, result) -> None:
         """Record a broadcast (a pxe_filter.sync.BroadcastResult)."""
-        with self._lock:
-            self.data["broadcasts"] = int(self.data["broadcasts"]) + 1
-            self.data["last_broadcast"] = {
+        with self._changing() as data:
+            data["broadcasts"] += 1
+            data["last_broadcast"] = {
                 "at": _now(), "allowed": result.allowed, "denied": result.denied,
                 "rejected": result.rejected, "written": result.written,
                 "failed": result.failed}
-        self.write()
 
     def repaired(self, names: list[str]) -> None:
         """Record files put back by self-healing."""
-        if not names:
-            return
-        with self._lock:
-            self.data["repaired"] = int(self.data["repaired"]) + len(names)
-            self.data["last_repair"] = {"at": _now(), "files": sorted(names)[:20],
-                                        "count": len(names)}
-        self.write()
+        if names:
+            with self._changing() as data:
+                data["repaired"] += len(names)
+                data["last_repair"] = {"at": _now(), "files": sorted(names)[:20],
+                                       "count": len(names)}
 
     def dnsmasq_event(self, kind: str, reason: str) -> None:
         """Record a dnsmasq reload or restart (``kind`` is "reload" or "restart")."""
-        with self._lock:
-            events = self.data["dnsmasq_events"]
-            assert isinstance(events, dict)
+        with self._changing() as data:
+            events = data["dnsmasq_events"]
             events[f"{kind}s"] += 1
             events[f"last_{kind}"] = _now()
             if kind == "reload":
                 events["last_reload_reason"] = reason
-        self.write()
 
     def error(self, message: str, write: bool = False) -> None:
         """Count an error and keep its message."""
         with self._lock:
             errors = self.data["errors"]
-            assert isinstance(errors, dict)
-            errors["count"] += 1
-            errors["last"] = message
-            errors["last_at"] = _now()
+            errors.update(count=errors["count"] + 1, last=message, last_at=_now())
         if write:
             self.write()
 
-    @property
-    def fail_closed(self) -> bool:
-        """Some MAC is refused, or dnsmasq stopped, because a file could not be written."""
-        return bool(self.data["fail_closed"])
-
-    @property
-    def fail_closed_reason(self) -> str | None:
-        """What failed and what was done about it (None when not failing closed)."""
-        reason = self.data["fail_closed_reason"]
-        return reason if isinstance(reason, str) else None
-
     def set_fail_closed(self, reason: str | None) -> None:
         """Record that the daemon fails closed (``reason``) or no longer does (None)."""
-        with self._lock:
-            self.data["fail_closed"] = reason is not None
-            self.data["fail_closed_reason"] = reason
-        self.write()
+        with self._changing() as data:
+            data.update(fail_closed=reason is not None, fail_closed_reason=reason)
 
     def stopped(self) -> None:
         """Mark the daemon stopped (clean shutdown)."""
-        with self._lock:
-            self.data["running"] = False
-            self.data["stopped_at"] = _now()
-        self.write()
+        with self._changing() as data:
+            data.update(running=False, stopped_at=_now())
 
     def snapshot(self) -> dict[str, object]:
         """The figures as written (counts and dnsmasq state fetched now)."""

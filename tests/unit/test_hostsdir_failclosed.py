@@ -202,7 +202,7 @@ def test_failsafe_stops_dnsmasq_until_every_denial_is_written(tmp_path, hd):
     try:
         safe.after_writes(_sync(hd, DesiredState(deny={M1}, unknown_allowed=True)), True)
         assert control.calls == ["halt"] and safe.halted
-        assert status.fail_closed and "dnsmasq stopped" in status.fail_closed_reason
+        assert status.data["fail_closed"] and "dnsmasq stopped" in status.data["fail_closed_reason"]
         state = json.loads((tmp_path / "state.json").read_text())
         assert state["fail_closed"] is True and M1 in state["fail_closed_reason"]
         safe.after_writes(_sync(hd, DesiredState(deny={M1}, unknown_allowed=True)), True)
@@ -217,7 +217,7 @@ def test_failsafe_stops_dnsmasq_until_every_denial_is_written(tmp_path, hd):
     assert control.calls == ["halt"] and safe.halted
     safe.after_writes(_sync(hd, DesiredState(deny={M1}, unknown_allowed=True)), True)
     assert control.calls == ["halt", "start"] and safe.halted is None
-    assert not status.fail_closed and status.fail_closed_reason is None
+    assert not status.data["fail_closed"] and status.data["fail_closed_reason"] is None
 
 
 def test_failsafe_reloads_when_a_deleted_allow_may_linger(tmp_path, hd):
@@ -230,7 +230,7 @@ def test_failsafe_reloads_when_a_deleted_allow_may_linger(tmp_path, hd):
     assert report.reload_needed
     safe.after_writes(report, True)
     assert len(reloads) == 1 and not hd.vanished
-    assert status.fail_closed and "unknown MACs denied" in status.fail_closed_reason
+    assert status.data["fail_closed"] and "unknown MACs denied" in status.data["fail_closed_reason"]
 
 
 def test_failsafe_without_control_asks_the_daemon_to_exit(tmp_path, hd):
@@ -242,7 +242,7 @@ def test_failsafe_without_control_asks_the_daemon_to_exit(tmp_path, hd):
     finally:
         chattr("-i", tmp_path / M1)
     assert safe.fatal and "BindsTo" in safe.fatal
-    assert status.fail_closed_reason.startswith("exiting: ")
+    assert status.data["fail_closed_reason"].startswith("exiting: ")
 
 
 def test_failsafe_reloads_after_a_foreign_file_is_removed(tmp_path, hd):
@@ -263,14 +263,14 @@ def test_failsafe_stops_dnsmasq_while_a_foreign_file_stays(tmp_path, hd):
     chattr("+i", tmp_path / "zz-extra")
     try:
         safe.after_foreign(remove_foreign(hd))
-        assert control.calls == ["halt"] and "zz-extra" in status.fail_closed_reason
+        assert control.calls == ["halt"] and "zz-extra" in status.data["fail_closed_reason"]
         safe.after_writes(_sync(hd, DesiredState(deny={M1})), True)
         assert control.calls == ["halt"]  # still there: dnsmasq stays stopped
     finally:
         chattr("-i", tmp_path / "zz-extra")
     safe.after_foreign(remove_foreign(hd))
     safe.after_writes(_sync(hd, DesiredState(deny={M1})), True)
-    assert control.calls == ["halt", "start"] and not status.fail_closed
+    assert control.calls == ["halt", "start"] and not status.data["fail_closed"]
 
 
 def test_failsafe_without_control_exits_after_a_foreign_file_is_removed(tmp_path, hd):
