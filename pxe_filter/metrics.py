@@ -60,40 +60,33 @@ class StatusCollector(Collector):
                          "served (the wildcard file)", int(data["wildcard"] == "allow"))
         yield _counter("repairs", "Files put back after someone else changed them",
                        data["repaired"])
-        errors = data.get("errors") or {}
         yield _counter("errors", "Errors counted in the status (failed syncs, writes, "
-                       "dnsmasq control)", errors.get("count", 0))
-        dnsmasq = data.get("dnsmasq") or {}
+                       "dnsmasq control)", data["errors"]["count"])
+        dnsmasq = data["dnsmasq"]
         yield _counter("dnsmasq_reloads", "dnsmasq reloads (SIGHUP) done by the daemon",
-                       dnsmasq.get("reloads", 0))
+                       dnsmasq["reloads"])
         yield _counter("dnsmasq_restarts", "Restarts of a dnsmasq that exited",
-                       dnsmasq.get("restarts", 0))
+                       dnsmasq["restarts"])
         if "running" in dnsmasq:
             yield _gauge("dnsmasq_running", "1 if the dnsmasq the daemon controls runs",
                          int(bool(dnsmasq["running"])))
         yield _gauge("fail_closed", "1 while the filter fails closed: a denial could not be "
                      "written, so unknown MACs are refused or dnsmasq is stopped",
-                     int(bool(data.get("fail_closed"))))
-        notes = data.get("notifications")
-        if notes is not None:
-            yield from _notifications(notes)
-
-
-def _notifications(counts: dict[str, int]) -> Iterator[Metric]:
-    received = _counter("notifications_received", "Ironic notifications received",
-                        counts.get("received", 0))
-    handled = CounterMetricFamily(
-        PREFIX + "notifications", "Ironic notifications by outcome (applied: nodes and ports "
-        "re-read and applied, not_relevant, ignored; retried: batches kept queued) and why",
-        labels=["outcome", "reason"])
-    handled.add_metric(["applied", ""], counts.get("applied", 0))
-    handled.add_metric(["not_relevant", ""], counts.get("not relevant", 0))
-    for key, value in sorted(counts.items()):
-        for outcome in ("ignored", "retried"):
-            if key.startswith(f"{outcome}: "):
-                handled.add_metric([outcome, _slug(key.removeprefix(f"{outcome}: "))], value)
-    yield received
-    yield handled
+                     int(bool(data["fail_closed"])))
+        counts = data.get("notifications")
+        if counts is not None:
+            yield _counter("notifications_received", "Ironic notifications received",
+                           counts.get("received", 0))
+            handled = CounterMetricFamily(
+                PREFIX + "notifications", "Ironic notifications by outcome (applied: nodes and "
+                "ports re-read and applied, not_relevant, ignored) and why",
+                labels=["outcome", "reason"])
+            handled.add_metric(["applied", ""], counts.get("applied", 0))
+            handled.add_metric(["not_relevant", ""], counts.get("not relevant", 0))
+            for key, value in sorted(counts.items()):
+                if key.startswith("ignored: "):
+                    handled.add_metric(["ignored", _slug(key.removeprefix("ignored: "))], value)
+            yield handled
 
 
 def _gauge(name: str, doc: str, value: object) -> GaugeMetricFamily:

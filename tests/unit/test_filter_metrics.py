@@ -53,15 +53,14 @@ def test_figures_follow_the_status(tmp_path):
 def test_notifications_by_outcome_and_reason(tmp_path):
     status = recorder(tmp_path)
     status.notification_counts = lambda: {"received": 5, "applied": 2, "not relevant": 1,
-                                          "ignored: malformed": 1,
-                                          "retried: database error": 3}
+                                          "ignored: malformed": 1, "ignored: error": 3}
     found = samples(FilterMetrics(status))
     name = "ironic_pxe_filter_notifications_total"
     assert found[("ironic_pxe_filter_notifications_received_total", ())] == 5
     assert found[(name, (("outcome", "applied"), ("reason", "")))] == 2
     assert found[(name, (("outcome", "not_relevant"), ("reason", "")))] == 1
     assert found[(name, (("outcome", "ignored"), ("reason", "malformed")))] == 1
-    assert found[(name, (("outcome", "retried"), ("reason", "database_error")))] == 3
+    assert found[(name, (("outcome", "ignored"), ("reason", "error")))] == 3
 
 
 def test_fail_closed_follows_the_status(tmp_path):
