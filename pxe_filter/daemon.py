@@ -219,7 +219,7 @@ class Daemon:
             from pxe_filter import rpc  # noqa: PLC0415 - oslo.messaging only when configured
 
             self.listener = rpc.BroadcastListener(transport_url, conf.host, sync,
-                                                  after=self.metrics.broadcast_received)
+                                                  after=self.metrics.broadcasts.inc)
         sync.hostsdir.lock()
         #: dnsmasq's lease reports (None: not watched) and each MAC's last DHCP.
         self.lease_spool = None if once else (conf.dnsmasq.lease_report_dir or None)

@@ -160,7 +160,3 @@ class FilterMetrics:
         for outcome, names in (("removed", report.removed), ("emptied", report.neutralised),
                                ("failed", report.failed), ("gone", report.gone)):
             self.foreign_files.labels(outcome=outcome).inc(len(names))
-
-    def broadcast_received(self) -> None:
-        """Count an update_pxe_filters broadcast (RPC) applied."""
-        self.broadcasts.inc()
