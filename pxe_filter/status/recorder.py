@@ -149,33 +149,30 @@ class StatusRecorder:
     def write(self) -> None:
         """Write the state file atomically (0644); a failure is logged once, not raised."""
         with self._io_lock:
-            self._write(self.snapshot())
-
-    def _write(self, data: dict[str, object]) -> None:
-        text = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
-        dir_fd = self._dir_fd() if self._dir_fd is not None else None
-        final = os.path.basename(self.path) if dir_fd is not None else self.path
-        tmp = f"{final}.{os.getpid()}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+            text = (json.dumps(self.snapshot(), indent=1, sort_keys=True) + "\n").encode()
+            dir_fd = self._dir_fd() if self._dir_fd is not None else None
+            final = os.path.basename(self.path) if dir_fd is not None else self.path
+            tmp = f"{final}.{os.getpid()}.tmp"
             try:
-                os.fchmod(fd, 0o644)
-                if os.write(fd, text) != len(text):
-                    raise OSError(errno.ENOSPC, "short write")
-            finally:
-                os.close(fd)
-            os.rename(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            self._warned = False
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            if _overwrite(final, dir_fd, text):
-                return  # a full disk: what status shows matters most then
-            if not self._warned:
-                LOG.warning("Cannot write the state file %s: %s", self.path,
-                            exc.strerror or exc)
-                self._warned = True
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+                try:
+                    os.fchmod(fd, 0o644)
+                    if os.write(fd, text) != len(text):
+                        raise OSError(errno.ENOSPC, "short write")
+                finally:
+                    os.close(fd)
+                os.rename(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                self._warned = False
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dir_fd)
+                if _overwrite(final, dir_fd, text):
+                    return  # a full disk: what status shows matters most then
+                if not self._warned:
+                    LOG.warning("Cannot write the state file %s: %s", self.path,
+                                exc.strerror or exc)
+                    self._warned = True
 
 
 def _overwrite(name: str, dir_fd: int | None, text: bytes) -> bool:
