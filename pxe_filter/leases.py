@@ -17,7 +17,6 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pxe_filter.common import macs
@@ -69,18 +68,15 @@ class Lease:
 def parse(line: str) -> Lease | None:
     """A report line as :class:`Lease`; None if it is not one."""
     parts = line.split()
-    if len(parts) != 4 or parts[1] not in ("add", "old"):
+    if len(parts) != 4 or parts[1] not in ("add", "old") or len(parts[3]) > 64:
         return None
     try:
         when = float(parts[0])
     except ValueError:
         return None
-    try:
+    mac = None
+    with contextlib.suppress(macs.InvalidMAC):
         mac = macs.normalize_mac(parts[2])
-    except macs.InvalidMAC:
-        mac = None
-    if len(parts[3]) > 64:
-        return None
     return Lease(when, parts[1], mac, parts[3])
 
 
@@ -148,9 +144,6 @@ class LeaseBook:
         found = self._last.get(mac)
         return None if found is None else {"time": found[0], "address": found[1]}
 
-    def __len__(self) -> int:
-        return len(self._last)
-
     def save(self) -> None:
         """Write the book atomically if it changed (errors logged, never raised)."""
         if not self.path or not self._dirty:
@@ -182,14 +175,9 @@ def load(path: str) -> dict[str, dict]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return dict(_valid(data))
-
-
-def _valid(data: dict) -> Iterator[tuple[str, dict]]:
-    for mac, entry in data.items():
-        if isinstance(entry, dict) and isinstance(entry.get("time"), (int, float)) \
-                and isinstance(entry.get("address"), str) and macs.is_canonical(mac):
-            yield mac, entry
+    return {mac: entry for mac, entry in data.items()
+            if isinstance(entry, dict) and isinstance(entry.get("time"), (int, float))
+            and isinstance(entry.get("address"), str) and macs.is_canonical(mac)}
 
 
 def book_path(status_path: str) -> str:
