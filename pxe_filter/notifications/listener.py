@@ -145,8 +145,8 @@ class NotificationListener:
         self.handle = handle
         self.expires = expires
         self.max_length = max_length
-        self.connected = threading.Event()
         self._passive_exchange = False
+        self._failing = False  # said so: further failures are quiet until connected again
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unacked = None  # the last handled message, not acknowledged yet
@@ -180,9 +180,9 @@ class NotificationListener:
                                             "x-max-length": self.max_length})
 
     def _run(self) -> None:
-        failing = False
         tls = False
         while not self._stop.is_set():
+            wait = RETRY_INTERVAL
             try:
                 connection, options = broker_connection(self.transport_url)
                 tls = bool(options["ssl"])
@@ -194,30 +194,24 @@ class NotificationListener:
                     raise
                 connection.release()
             except amqp.exceptions.PreconditionFailed as exc:
-                self.connected.clear()
                 if "exchange" in str(exc) and not self._passive_exchange:
                     self._passive_exchange = True  # declared with other options: use it
                     continue
                 LOG.error("Queue %s exists with other options (%s): delete it (rabbitmqctl "
                           "delete_queue %s) or restore the previous [pxe_filter] "
                           "notification_queue_* values", self.queue_name, exc, self.queue_name)
-                self._stop.wait(30 * RETRY_INTERVAL)
+                wait = 30 * RETRY_INTERVAL
             except ValueError as exc:  # the options cannot work: say so once, retry rarely
-                self.connected.clear()
-                if not failing:
+                if not self._failing:
                     LOG.error("Ironic's notifications cannot be read: %s", exc)
-                failing = True
-                self._stop.wait(30 * RETRY_INTERVAL)
+                self._failing, wait = True, 30 * RETRY_INTERVAL
             except Exception as exc:  # kombu and amqp raise many kinds on a lost broker
-                if self.connected.is_set():
-                    failing = False  # it was connected: a new failure, say so
-                self.connected.clear()
-                if not failing:
+                if not self._failing:
                     LOG.warning("Ironic's notifications cannot be read (%s); retrying every "
                                 "%.0f s, the periodic sync keeps the files right meanwhile",
                                 describe_failure(exc, tls), RETRY_INTERVAL)
-                failing = True
-                self._stop.wait(RETRY_INTERVAL)
+                self._failing = True
+            self._stop.wait(wait)
 
     def _consume(self, conn: kombu.Connection, heartbeat_rate: int) -> None:
         conn.ensure_connection(max_retries=1)
@@ -226,12 +220,7 @@ class NotificationListener:
         consumer.consume()
         LOG.info("Listening for Ironic's notifications on queue %s (topics %s)",
                  self.queue_name, ", ".join(self.topics))
-        self.connected.set()
-        self._drain(conn, heartbeat_rate)
-        self._ack()  # stopping: the broker is there to answer
-        consumer.cancel()
-
-    def _drain(self, conn: kombu.Connection, heartbeat_rate: int) -> None:
+        self._failing = False  # connected: a later failure is a new one
         # heartbeat_check sends ours when due and raises once the broker's are missed, so a
         # dead broker (or a silent network) is noticed within the heartbeat timeout.
         self._unacked = None
@@ -242,6 +231,8 @@ class NotificationListener:
                 self._ack()  # idle: acknowledge what was handled
             if conn.heartbeat:
                 conn.heartbeat_check(rate=max(1, heartbeat_rate))
+        self._ack()  # stopping: the broker is there to answer
+        consumer.cancel()
 
     def _on_message(self, message) -> None:
         # The raw body: decoding is the parser's job, so a broken message is one log line.
