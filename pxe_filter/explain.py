@@ -19,12 +19,7 @@ from oslo_config import cfg
 from pxe_filter import conf as filter_conf
 from pxe_filter import leases, policy
 from pxe_filter.common import macs
-from pxe_filter.common.config import (
-    FILTER_DEFAULTS,
-    ConfigError,
-    add_config_options,
-    add_version_option,
-)
+from pxe_filter.common.config import ConfigError
 from pxe_filter.common.database import DatabaseError, engine_from_conf
 from pxe_filter.hostsdir_cache import WILDCARD, WILDCARD_MAC, parse
 from pxe_filter.source import DatabaseSource, PortView
@@ -36,14 +31,11 @@ PROG = "ironic-pxe-filter explain"
 
 def build_parser() -> argparse.ArgumentParser:
     """The command's own argument parser."""
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="Say what dnsmasq will do for a MAC (allow or deny) and why: "
-                               "its file in the hostsdir, the unknown-MAC wildcard, its "
-                               "port and node in the database, and its last DHCP lease.")
-    add_config_options(parser, FILTER_DEFAULTS)
-    add_version_option(parser)
+    parser = status_cmd.command_parser(
+        PROG, "Say what dnsmasq will do for a MAC (allow or deny) and why: its file in the "
+              "hostsdir, the unknown-MAC wildcard, its port and node in the database, and "
+              "its last DHCP lease.")
     parser.add_argument("mac", help="the MAC address (any common spelling)")
-    parser.add_argument("--format", choices=["human", "json"], default="human")
     return parser
 
 
@@ -179,8 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"{PROG}: cannot read the hostsdir: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    print(json.dumps(answer, indent=1, sort_keys=True) if args.format == "json"
-          else render_human(answer))
+    status_cmd.emit(json.dumps(answer, indent=1, sort_keys=True) if args.format == "json"
+                    else render_human(answer))
     return 0
 
 

@@ -25,12 +25,10 @@ PROG = "ironic-pxe-filter status"
 NOT_RUNNING = 3
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command's own argument parser."""
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="Show what the running ironic-pxe-filter last did: MAC "
-                               "counts, wildcard policy, last sync and broadcast, files "
-                               "repaired, errors and the dnsmasq it drives.")
+def command_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A parser with the options of the commands that read the daemon's figures
+    (``status``, ``explain``): configuration files, ``--version`` and ``--format``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     add_config_options(parser, FILTER_DEFAULTS)
     add_version_option(parser)
     parser.add_argument("--format", choices=["human", "json"], default="human")
@@ -107,7 +105,7 @@ def render_human(data: dict, verdict: str) -> str:
     return "\n".join(lines)
 
 
-def _emit(text: str) -> None:
+def emit(text: str) -> None:
     """Print ``text``; a reader that left early (`| head -c 1`) is not an error of ours."""
     try:
         print(text, flush=True)
@@ -118,7 +116,9 @@ def _emit(text: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    args = command_parser(PROG, "Show what the running ironic-pxe-filter last did: MAC "
+                                "counts, wildcard policy, last sync and broadcast, files "
+                                "repaired, errors and the dnsmasq it drives.").parse_args(argv)
     try:
         conf = filter_conf.load_for_command(args, PROG)
         hostsdir = conf.pxe_filter.dhcp_hostsdir
@@ -138,9 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = (f"ironic-pxe-filter is not running, or has not finished its first sync: "
                    f"no state file {path}")
         if args.format == "json":
-            _emit(json.dumps({"running": False, "state_file": path, "message": message}))
+            emit(json.dumps({"running": False, "state_file": path, "message": message}))
         else:
-            _emit(message)
+            emit(message)
         return NOT_RUNNING
     except (OSError, ValueError) as exc:
         print(f"{PROG}: cannot read the state file {path}: {exc}", file=sys.stderr)
@@ -148,9 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     running, verdict = assess(data)
     if args.format == "json":
         data.update(running=running, state_file=path, message=verdict)
-        _emit(json.dumps(data, indent=1, sort_keys=True))
+        emit(json.dumps(data, indent=1, sort_keys=True))
     else:
-        _emit(render_human(data, verdict))
+        emit(render_human(data, verdict))
     return 0 if running else NOT_RUNNING
 
 
