@@ -120,12 +120,9 @@ def _mysql_timeouts(dbapi_conn, _record, statement: int, lock: int) -> None:
 def _sqlite_pragmas(dbapi_conn, _record, busy_ms: int, writer: bool) -> None:
     cursor = dbapi_conn.cursor()
     cursor.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
-    cursor.close()
-    if not writer:
-        return
-    cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA journal_mode=WAL")
+    if writer:
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA journal_mode=WAL")
     cursor.close()
 
 
@@ -154,17 +151,13 @@ def check_connection(engine: Engine) -> None:
                             f"{error_reason(exc)}") from None
 
 
-class ReadTimeout(DatabaseError):
-    """A read got no answer within its bound; its connection was cut."""
-
-
 def bounded_read(engine: Engine, seconds: float, read: Callable[[sa.Connection], T]) -> T:
     """``read(connection)``, cut after ``seconds`` whatever the server does.
 
     Server-side timeouts and TCP keepalives do not help against a frozen server: its kernel
     still acknowledges every packet. So a timer shuts the connection's socket down (SQLite:
     interrupts the statement); the blocked call then fails at once, SQLAlchemy discards the
-    connection, and :class:`ReadTimeout` is raised. Opening a connection is bounded by
+    connection, and :class:`DatabaseError` is raised. Opening a connection is bounded by
     ``[database]connect_timeout``. A pooled connection found dead (the server restarted
     since) is replaced and ``read`` run once more. Other driver errors propagate.
     """
@@ -210,7 +203,7 @@ def _bounded_once(engine: Engine, seconds: float, read: Callable[[sa.Connection]
                 if dead and not conn.invalidated:
                     conn.invalidate()
                 if cut.is_set():
-                    raise ReadTimeout(
+                    raise DatabaseError(
                         f"no answer from {describe_url(engine.url)} within {seconds:g} s: "
                         f"connection cut (is the database server frozen or "
                         f"overloaded?)") from None
