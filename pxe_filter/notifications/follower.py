@@ -32,7 +32,7 @@ class NotificationFollower:
         try:
             event = notifications.parse(body)
         except notifications.Malformed as exc:
-            self._ignore("malformed", str(exc), warn=True)
+            self._ignore("malformed", str(exc))
             return
         if event is None:
             self.counts["not relevant"] += 1
@@ -49,17 +49,16 @@ class NotificationFollower:
             else:
                 self.sync.hint(nodes=[event.node_uuid], origin="Ironic notification")
         except Exception as exc:  # the bus thread must live on; the next sync catches up
-            self._ignore("error", repr(exc), warn=True)
+            self._ignore("error", repr(exc))
             return
         self.counts["applied"] += 1
 
-    def _ignore(self, reason: str, detail: str, warn: bool = False) -> None:
+    def _ignore(self, reason: str, detail: str) -> None:
         self.counts[f"ignored: {reason}"] += 1
         # One line per reason; the counts in the status say how many followed.
         if reason not in self._reported:
             self._reported.add(reason)
-            LOG.log(logging.WARNING if warn else logging.INFO,
-                    "Ironic notification ignored (%s): %s; further ones are only counted "
-                    "(ironic-pxe-filter status)", reason, detail[:300])
+            LOG.warning("Ironic notification ignored (%s): %s; further ones are only counted "
+                        "(ironic-pxe-filter status)", reason, detail[:300])
         else:
             LOG.debug("Ironic notification ignored (%s): %s", reason, detail[:300])

@@ -137,20 +137,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError:
         message = (f"ironic-pxe-filter is not running, or has not finished its first sync: "
                    f"no state file {path}")
-        if args.format == "json":
-            emit(json.dumps({"running": False, "state_file": path, "message": message}))
-        else:
-            emit(message)
+        emit(json.dumps({"running": False, "state_file": path, "message": message})
+             if args.format == "json" else message)
         return NOT_RUNNING
     except (OSError, ValueError) as exc:
         print(f"{PROG}: cannot read the state file {path}: {exc}", file=sys.stderr)
         return 1
     running, verdict = assess(data)
-    if args.format == "json":
-        data.update(running=running, state_file=path, message=verdict)
-        emit(json.dumps(data, indent=1, sort_keys=True))
-    else:
-        emit(render_human(data, verdict))
+    data.update(running=running, state_file=path, message=verdict)
+    emit(json.dumps(data, indent=1, sort_keys=True) if args.format == "json"
+         else render_human(data, verdict))
     return 0 if running else NOT_RUNNING
 
 
