@@ -23,13 +23,6 @@ PREFIX = "ironic_pxe_filter_"
 SYNC_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
-def _epoch(iso: object) -> float | None:
-    try:
-        return datetime.datetime.fromisoformat(str(iso)).timestamp()
-    except ValueError:
-        return None
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
@@ -45,12 +38,12 @@ class StatusCollector(Collector):
         data = self.status.snapshot()
         yield _gauge("ready", "1 once the first full sync is done", int(bool(data["ready"])))
         yield _counter("syncs", "Full syncs done", data["syncs"])
-        last = data.get("last_sync") or {}
+        last = data["last_sync"]
         if last:
             yield _gauge("last_sync_timestamp_seconds", "When the last full sync ended",
-                         _epoch(last.get("at")))
+                         datetime.datetime.fromisoformat(last["at"]).timestamp())
             yield _gauge("last_sync_duration_seconds", "How long the last full sync took",
-                         last.get("duration_s"))
+                         last["duration_s"])
         yield _gauge("allowed_macs", "MACs whose file serves them (held policy)",
                      data["allowed"])
         yield _gauge("denied_macs", "MACs whose file refuses them (held policy)",
@@ -89,9 +82,8 @@ class StatusCollector(Collector):
             yield handled
 
 
-def _gauge(name: str, doc: str, value: object) -> GaugeMetricFamily:
-    return GaugeMetricFamily(PREFIX + name, doc,
-                             value=float("nan") if value is None else float(value))
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, doc, value=float(value))
 
 
 def _counter(name: str, doc: str, value: object) -> CounterMetricFamily:
