@@ -139,11 +139,6 @@ class LeaseBook:
             self._last.popitem(last=False)
         self._dirty = True
 
-    def get(self, mac: str) -> dict | None:
-        """``{"time", "address"}`` of ``mac``'s last DHCP, or None."""
-        found = self._last.get(mac)
-        return None if found is None else {"time": found[0], "address": found[1]}
-
     def save(self) -> None:
         """Write the book atomically if it changed (errors logged, never raised)."""
         if not self.path or not self._dirty:
