@@ -49,9 +49,8 @@ class NodeChanged:
 
 def relevant(event_type: str) -> bool:
     """Whether this event type can change the policy (the others are counted and dropped)."""
-    if event_type.startswith(PROVISION_EVENTS):
-        return True
-    return event_type.startswith(NODE_EVENTS + PORT_EVENTS) and event_type.endswith(".end")
+    return event_type.startswith(PROVISION_EVENTS) or (
+        event_type.startswith(NODE_EVENTS + PORT_EVENTS) and event_type.endswith(".end"))
 
 
 def parse(body: object) -> NodeChanged | None:
