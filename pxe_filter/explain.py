@@ -39,29 +39,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_line(hostsdir: str, name: str) -> str | None:
-    """The first line of file ``name`` in the hostsdir (None if there is no such file)."""
+def read_entry(hostsdir: str, name: str, mac: str) -> tuple[str | None, bool | None]:
+    """The first line of file ``name`` in the hostsdir (None if there is no such file), and
+    whether dnsmasq reads it as allowing ``mac`` (None: neither allow nor deny)."""
     try:
         fd = os.open(os.path.join(hostsdir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
-        return None
+        return None, None
     try:
         data = os.read(fd, 128)
     finally:
         os.close(fd)
-    return data.decode(errors="replace").split("\n", 1)[0]
+    line = data.decode(errors="replace").split("\n", 1)[0]
+    return line, parse(mac, f"{line}\n".encode())
 
 
-def what_dnsmasq_does(mac: str, line: str | None, wildcard: str | None) -> tuple[bool, str]:
-    """(served, which entry decides) from the MAC's file line and the wildcard's line."""
-    own = parse(mac, f"{line}\n".encode()) if line is not None else None
+def what_dnsmasq_does(own: bool | None, wildcard: bool | None) -> tuple[bool, str]:
+    """(served, which entry decides) from what the MAC's file and the wildcard file say."""
     if own is not None:
         return own, f"its file says {'allow' if own else 'deny'}"
-    served = parse(WILDCARD_MAC, f"{wildcard}\n".encode()) if wildcard is not None else None
-    if served is None:
+    if wildcard is None:
         # The rendered configuration ignores clients that no entry matched (tag:!known).
         return False, "no entry matches it (no wildcard file): dnsmasq ignores it"
-    return served, f"no file of its own: the wildcard says {'allow' if served else 'deny'}"
+    return wildcard, f"no file of its own: the wildcard says {'allow' if wildcard else 'deny'}"
 
 
 def database_reason(conf: cfg.ConfigOpts, mac: str, scope: policy.Scope
@@ -108,8 +108,9 @@ def database_reason(conf: cfg.ConfigOpts, mac: str, scope: policy.Scope
 def explain(conf: cfg.ConfigOpts, mac: str) -> dict:
     """The answer for canonical ``mac``; raises OSError if the hostsdir cannot be read."""
     hostsdir = os.path.abspath(conf.pxe_filter.dhcp_hostsdir)
-    line, wildcard = read_line(hostsdir, mac), read_line(hostsdir, WILDCARD)
-    served, entry = what_dnsmasq_does(mac, line, wildcard)
+    line, own = read_entry(hostsdir, mac, mac)
+    wildcard = read_entry(hostsdir, WILDCARD, WILDCARD_MAC)[1]
+    served, entry = what_dnsmasq_does(own, wildcard)
     status_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
     try:
         with open(status_path) as stream:
@@ -129,11 +130,10 @@ def explain(conf: cfg.ConfigOpts, mac: str) -> dict:
             "nothing corrects it while ironic-pxe-filter is not running"
         reason = (f"{reason}, but {entry} (dnsmasq does what the files say): {fix}")
     last = leases.load(leases.book_path(status_path)).get(mac)
-    wildcard_served = parse(WILDCARD_MAC, f"{wildcard}\n".encode()) if wildcard else None
     return {"mac": mac, "decision": "allow" if served else "deny", "reason": reason,
             "node": view.node_uuid if view else None,
             "provision_state": view.provision_state if view else None,
-            "file": line, "wildcard": "allow" if wildcard_served else "deny",
+            "file": line, "wildcard": "allow" if wildcard else "deny",
             "last_dhcp": last, "daemon": verdict, "daemon_running": running}
 
 
