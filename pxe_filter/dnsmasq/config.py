@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 import jinja2
@@ -81,7 +80,7 @@ def render(settings: DnsmasqSettings, template: str | None = None) -> str:
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
         autoescape=False)  # noqa: S701
     try:
-        text = env.get_template(path.name).render(s=settings, settings=asdict(settings))
+        text = env.get_template(path.name).render(s=settings, settings=vars(settings))
     except jinja2.TemplateError as exc:
         raise DnsmasqConfigError(f"cannot render {path}: {exc}") from None
     if any(ord(c) < 32 and c not in "\n\t" for c in text):
