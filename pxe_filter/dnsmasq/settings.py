@@ -30,12 +30,15 @@ class InvalidSettings(DnsmasqConfigError):
         super().__init__("invalid dnsmasq settings:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address | None
+
+
 @dataclass(frozen=True)
 class DhcpRange:
     """One IPv4 range; ``netmask`` is required for relayed (non-local) ranges."""
 
-    start: str
-    end: str
+    start: ipaddress.IPv4Address
+    end: ipaddress.IPv4Address
     netmask: str | None = None
     tag: str | None = None
 
@@ -44,8 +47,8 @@ class DhcpRange:
 class Dhcp6Range:
     """The optional DHCPv6 range."""
 
-    start: str
-    end: str
+    start: ipaddress.IPv6Address
+    end: ipaddress.IPv6Address
     prefix_len: int = 64
 
 
@@ -85,37 +88,42 @@ class _Checker:
             self.invalid.add(name)
             return None
 
-    def ip(self, name: str, value: str, version: int, shown: str | None = None) -> str | None:
+    def ip(self, name: str, value: str, version: int, shown: str | None = None) -> Address:
         with contextlib.suppress(ValueError):
             if (address := ipaddress.ip_address(value)).version == version:
-                return str(address)
+                return address
         self.fail(name, shown or value, f"{value!r} is not an IPv{version} address")
         return None
 
+    def bounds(self, name: str, text: str, first: Address, last: Address,
+               network: ipaddress.IPv4Network | ipaddress.IPv6Network | None) -> None:
+        """A range's start must come before its end, both in ``network`` when given."""
+        if first is None or last is None:
+            return
+        if first > last:
+            self.fail(name, text, f"start {first} is after end {last}")
+        elif network is not None and last not in network:
+            self.fail(name, text, f"start and end are not in the same {network} subnet")
+
 
 def _parse_range(check: _Checker, text: str, relay: bool) -> DhcpRange | None:
-    name = "dhcp_ranges"
+    name, before = "dhcp_ranges", len(check.problems)
     try:
         options.TEXT(text)  # what the type of every other option refuses
     except ValueError as exc:
         check.problems.append(f"[dnsmasq]{name}: {exc}")
         return None
-    if not text:
-        check.fail(name, text, "empty range")
-        return None
     parts = [p.strip() for p in text.split(",")]
     netmask = parts.pop(2) if len(parts) > 2 and re.fullmatch(r"[0-9.]+", parts[2]) else None
     tag = parts.pop(2) if len(parts) > 2 else None
     if len(parts) != 2:
-        check.fail(name, text, "expected 'start,end[,netmask][,tag]'")
+        check.fail(name, text, "expected 'start,end[,netmask][,tag]'" if text else "empty range")
         return None
-    start, end = parts
-    before = len(check.problems)
-    first, last = check.ip(name, start, 4, text), check.ip(name, end, 4, text)
+    first, last = check.ip(name, parts[0], 4, text), check.ip(name, parts[1], 4, text)
     network = None
     if netmask is not None:
         try:
-            network = ipaddress.IPv4Network(f"{start}/{netmask}", strict=False)
+            network = ipaddress.IPv4Network(f"{parts[0]}/{netmask}", strict=False)
             if network.prefixlen > 30:
                 check.fail(name, text, f"netmask {netmask} leaves no room for hosts")
         except ValueError:
@@ -127,39 +135,25 @@ def _parse_range(check: _Checker, text: str, relay: bool) -> DhcpRange | None:
                                "'_' or '-'")
     elif tag is not None and tag.lower() in RESERVED_TAGS:
         check.fail(name, text, f"tag {tag!r} is used by the template; choose another name")
-    if first and last:
-        if ipaddress.IPv4Address(first) > ipaddress.IPv4Address(last):
-            check.fail(name, text, f"start {first} is after end {last}")
-        elif network is not None and ipaddress.IPv4Address(last) not in network:
-            check.fail(name, text, f"start and end are not in the same {network} subnet")
-    if len(check.problems) != before or not (first and last):
-        return None
-    return DhcpRange(first, last, netmask, tag)
+    check.bounds(name, text, first, last, network)
+    return DhcpRange(first, last, netmask, tag) if len(check.problems) == before else None
 
 
 def _parse_range_v6(check: _Checker, text: str | None) -> Dhcp6Range | None:
-    name = "dhcp_range_v6"
-    if not text:
+    name, before = "dhcp_range_v6", len(check.problems)
+    parts = [p.strip() for p in (text or "").split(",")]
+    if not text or len(parts) not in (2, 3):
+        if text:
+            check.fail(name, text, "expected 'start,end[,prefix-length]'")
         return None
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) not in (2, 3):
-        check.fail(name, text, "expected 'start,end[,prefix-length]'")
-        return None
-    first, last = check.ip(name, parts[0], 6, text), check.ip(name, parts[1], 6, text)
     prefix = int(parts[2]) if len(parts) == 3 and parts[2].isdecimal() else 64
     if len(parts) == 3 and not (parts[2].isdecimal() and 64 <= prefix <= 128):
         check.fail(name, text, "the prefix length must be a number from 64 to 128")
         return None
-    if not (first and last):
-        return None
-    if ipaddress.IPv6Address(first) > ipaddress.IPv6Address(last):
-        check.fail(name, text, f"start {first} is after end {last}")
-        return None
-    if ipaddress.IPv6Address(last) not in ipaddress.IPv6Network(f"{first}/{prefix}",
-                                                                  strict=False):
-        check.fail(name, text, f"start and end are not in the same /{prefix} prefix")
-        return None
-    return Dhcp6Range(first, last, prefix)
+    first, last = check.ip(name, parts[0], 6, text), check.ip(name, parts[1], 6, text)
+    check.bounds(name, text, first, last,
+                 first and ipaddress.IPv6Network(f"{first}/{prefix}", strict=False))
+    return Dhcp6Range(first, last, prefix) if len(check.problems) == before else None
 
 
 def _hostsdir(check: _Checker, conf: cfg.ConfigOpts, own: str | None) -> str | None:
@@ -196,8 +190,7 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
                               "e.g. dhcp_ranges = 192.0.2.100,192.0.2.200,255.255.255.0")
     for i, one in enumerate(valid):
         for other in valid[i + 1:]:
-            if not (ipaddress.IPv4Address(one.end) < ipaddress.IPv4Address(other.start)
-                    or ipaddress.IPv4Address(other.end) < ipaddress.IPv4Address(one.start)):
+            if not (one.end < other.start or other.end < one.start):
                 check.problems.append(f"[dnsmasq]dhcp_ranges: {one.start}-{one.end} overlaps "
                                       f"{other.start}-{other.end}")
     s.ranges, s.range_v6 = tuple(valid), _parse_range_v6(check, s.dhcp_range_v6)
