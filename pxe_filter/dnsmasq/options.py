@@ -48,7 +48,7 @@ TEXT = Checked(".*", "text")
 def _url(*schemes: str) -> Checked:
     # RFC 3986 characters minus ',' (dnsmasq's separator), '#' (comment), quotes and '\'.
     chars = r"[A-Za-z0-9\-._~:/?\[\]@!&()*+;=%$]"
-    host = chars.replace("/?", "")
+    host = chars.replace("/?", "")  # up to the first "/" or "?"
     return Checked(rf"(?=.{{1,255}}\Z)(?i:{'|'.join(schemes)})://{host}+(?:[/?]{chars}*)?",
                    f"a URL starting with {' or '.join(schemes)}://host, of at most 255 "
                    "characters without spaces, commas, quotes or '#'")
