@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 import jinja2
@@ -39,11 +38,7 @@ _LINE = re.compile(r"at line (\d+) of \S+")
 
 
 class DnsmasqTestFailed(DnsmasqConfigError):
-    """``dnsmasq --test`` refused the rendered configuration; carries dnsmasq's message."""
-
-    def __init__(self, message: str, output: str) -> None:
-        super().__init__(message)
-        self.output = output
+    """``dnsmasq --test`` refused the rendered configuration; the message quotes dnsmasq's."""
 
 
 def find_template(template: str | None = None) -> Path:
@@ -81,7 +76,7 @@ def render(settings: DnsmasqSettings, template: str | None = None) -> str:
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
         autoescape=False)  # noqa: S701
     try:
-        text = env.get_template(path.name).render(s=settings, settings=asdict(settings))
+        text = env.get_template(path.name).render(s=settings, settings=vars(settings))
     except jinja2.TemplateError as exc:
         raise DnsmasqConfigError(f"cannot render {path}: {exc}") from None
     if any(ord(c) < 32 and c not in "\n\t" for c in text):
@@ -104,7 +99,7 @@ def check_file(path: str, text: str, binary: str = "dnsmasq") -> None:
         found = _LINE.search(output)
         number, lines = int(found[1]) if found else 0, text.splitlines()
         where = f" (line {number}: {lines[number - 1]!r})" if 0 < number <= len(lines) else ""
-        raise DnsmasqTestFailed(f"dnsmasq refused the configuration{where}: {output}", output)
+        raise DnsmasqTestFailed(f"dnsmasq refused the configuration{where}: {output}")
 
 
 def check(text: str, binary: str = "dnsmasq") -> None:
