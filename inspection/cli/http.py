@@ -17,6 +17,9 @@ from inspection.cli.errors import CommandError, UsageError
 
 DEFAULT_URL = "http://127.0.0.1:6385"
 TIMEOUT = 60.0
+#: The API version the commands are written for: a request naming none is served as
+#: Ironic's 1.1, which has no node names, no inspection and no inspection rules.
+API_VERSION = "1.96"
 
 
 def add_api_options(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +66,8 @@ class ApiClient:
         try:
             response = self.session.request(
                 method, self.url + path, json=body, params=params, timeout=self.timeout,
-                headers={"Accept": "application/json"})
+                headers={"Accept": "application/json",
+                         "X-OpenStack-Ironic-API-Version": API_VERSION})
         except requests.RequestException as exc:
             reason = exc.__class__.__name__
             if isinstance(exc, requests.ConnectionError):
