@@ -11,6 +11,7 @@ from typing import Any
 import requests
 
 from tests.support.processes import ServiceProcess
+from tests.support.services_procs import API_HEADERS
 
 HERE = Path(__file__).parent
 #: A client process that takes longer than this is hung.
@@ -37,10 +38,12 @@ class Server:
         """What the ramdisk gets as ``ipa-inspection-callback-url``."""
         return f"{self.url}/v1/continue_inspection"
 
-    def http(self, method: str, path: str, **kwargs) -> requests.Response:
-        """A plain HTTP call (to check what the clients left behind)."""
+    def http(self, method: str, path: str, headers: dict | None = None,
+             **kwargs) -> requests.Response:
+        """A plain HTTP call (to check what the clients left behind), naming version 1.96
+        unless ``headers`` name another."""
         return requests.request(method, self.url + path, auth=self.auth, timeout=10,
-                                **kwargs)
+                                headers={**API_HEADERS, **(headers or {})}, **kwargs)
 
 
 def client_env(home: Path) -> dict[str, str]:

@@ -21,7 +21,7 @@ from pxe_filter.common.database import create_engine
 from tests.clients.runners import CLIENT_TIMEOUT, HERE, SdkResult, call, client_env
 from tests.support.identity import REGION, Keystone
 from tests.support.processes import ServiceProcess
-from tests.support.services_procs import free_port, start_api
+from tests.support.services_procs import API_HEADERS, free_port, start_api
 
 PASSWORD = "cloud-user-pass"
 SERVICE_PASSWORD = "inspection-service-pass"
@@ -433,10 +433,11 @@ def test_no_role_copies_moves_or_probes_a_masked_secret_with_a_patch(cloud):
 
     def patch(name: str, uuid: str, *operations: dict) -> requests.Response:
         return requests.patch(f"{cloud.api.url}/v1/nodes/{uuid}", json=list(operations),
-                              headers={"X-Auth-Token": tokens[name]}, timeout=30)
+                              headers={"X-Auth-Token": tokens[name], **API_HEADERS},
+                              timeout=30)
 
     made = requests.post(f"{cloud.api.url}/v1/nodes", timeout=30,
-                         headers={"X-Auth-Token": tokens["sysadmin"]},
+                         headers={"X-Auth-Token": tokens["sysadmin"], **API_HEADERS},
                          json={"driver": "ipmi", "name": "ks-secret-node",
                                "driver_info": {"ipmi_address": "192.0.2.7",
                                                "ipmi_password": secret}})

@@ -24,7 +24,7 @@ from inspection.db.models import Node, Port
 from pxe_filter.common.database import create_engine
 from tests.support import netns, services
 from tests.support.daemon import start_filter
-from tests.support.services_procs import ONE_ADDRESS_RACK, start_api, start_worker
+from tests.support.services_procs import API_HEADERS, ONE_ADDRESS_RACK, start_api, start_worker
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 pytest_plugins = ["tests.support.dhcp_fixtures"]
@@ -109,7 +109,7 @@ def wait_node(url: str, ident: str, predicate, timeout: float = 20.0) -> dict:
     """Poll GET /v1/nodes/{ident} until ``predicate(node)``; the node."""
     deadline = time.monotonic() + timeout
     while True:
-        node = requests.get(f"{url}/v1/nodes/{ident}", timeout=5).json()
+        node = requests.get(f"{url}/v1/nodes/{ident}", headers=API_HEADERS, timeout=5).json()
         if predicate(node):
             return node
         assert time.monotonic() < deadline, f"node never reached the state: {node}"

@@ -9,6 +9,7 @@ from oslo_config import cfg
 from inspection.api.app import close_app, create_app
 from inspection.api.context import EXTENSION
 from tests.integration.node_factory import make_conf
+from tests.support.services_procs import API_VERSION
 
 USER, PASSWORD = "admin", "s3cret-pass"
 
@@ -38,13 +39,25 @@ def api_conf(tmp_path, db_url: str, **groups) -> cfg.ConfigOpts:
     return make_conf(tmp_path, **sections)
 
 
+def versioned_client(app):
+    """A test client naming version 1.96 on every request, as ``ironic-inspection`` does
+    (a request's own version header wins)."""
+    client = app.test_client()
+    client.environ_base["HTTP_X_OPENSTACK_IRONIC_API_VERSION"] = API_VERSION
+    return client
+
+
 class Api:
-    """A Flask test client on a real app; ``wait_processed()`` drains in-process work."""
+    """A Flask test client on a real app; ``wait_processed()`` drains in-process work.
+
+    ``client`` names version 1.96 as our CLI does; ``unversioned`` names none, as the ramdisk
+    (IPA) does on its callback, and is served Ironic's 1.1."""
 
     def __init__(self, conf: cfg.ConfigOpts, **kwargs) -> None:
         self.conf = conf
         self.app = create_app(conf, **kwargs)
-        self.client = self.app.test_client()
+        self.client = versioned_client(self.app)
+        self.unversioned = self.app.test_client()
         self.context = self.app.extensions[EXTENSION]
 
     def wait_processed(self, timeout: float = 30) -> None:

@@ -60,7 +60,7 @@ def make_api(tmp_path, sqlite_migrated):
 def test_20000_nics_are_refused_at_once(make_api):
     api = make_api()
     started = time.monotonic()
-    resp = api.client.post("/v1/continue_inspection", json=many_nics(20000))
+    resp = api.unversioned.post("/v1/continue_inspection", json=many_nics(20000))
     elapsed = time.monotonic() - started
     assert resp.status_code == 400, resp.json
     assert "20000 network interfaces" in error_message(resp)
@@ -75,7 +75,7 @@ def test_20000_nics_allowed_are_deduplicated_quickly_and_get_one_port(make_api):
     data = many_nics(20000, pxe_index=7)
     data["inventory"]["interfaces"] += data["inventory"]["interfaces"][:5000]  # duplicates
     started = time.monotonic()
-    resp = api.client.post("/v1/continue_inspection", json=data)
+    resp = api.unversioned.post("/v1/continue_inspection", json=data)
     elapsed = time.monotonic() - started
     assert resp.status_code == 202, resp.json
     assert elapsed < 3, elapsed
@@ -91,7 +91,7 @@ def test_discovery_honours_add_ports(make_api, mode, expected):
     data = many_nics(6, pxe_index=2)
     for iface in data["inventory"]["interfaces"][2:4]:
         iface["ipv4_address"] = "192.0.2.10"
-    resp = api.client.post("/v1/continue_inspection", json=data)
+    resp = api.unversioned.post("/v1/continue_inspection", json=data)
     assert resp.status_code == 202, resp.json
     with api.context.engine.connect() as conn:  # enrolled ports, before processing
         enrolled = conn.execute(sa.select(sa.func.count()).select_from(Port)).scalar()
@@ -116,7 +116,7 @@ def test_a_burst_from_one_address_meets_429_and_the_admin_api_stays(make_api):
                                                             f"{index & 255:02x}"
         data["inventory"]["boot"]["pxe_interface"] = data["inventory"]["interfaces"][0][
             "mac_address"]
-        resp = api.client.post("/v1/continue_inspection", json=data)
+        resp = api.unversioned.post("/v1/continue_inspection", json=data)
         statuses.append(resp.status_code)
         if resp.status_code == 429:
             assert int(resp.headers["Retry-After"]) >= 1
@@ -141,7 +141,7 @@ def test_a_rack_booting_together_is_never_limited(make_api):
         data["inventory"]["interfaces"][0]["mac_address"] = mac
         data["inventory"]["boot"]["pxe_interface"] = mac
         for attempt in range(2):  # the first callback and a retry of it
-            resp = api.client.post("/v1/continue_inspection", json=data,
+            resp = api.unversioned.post("/v1/continue_inspection", json=data,
                                    environ_base={"REMOTE_ADDR": f"192.0.2.{index + 1}"})
             assert resp.status_code == (202 if attempt == 0 else 404), resp.json
     api.wait_processed()
@@ -187,9 +187,9 @@ def test_behind_a_proxy_the_rate_limit_keys_on_the_address_the_proxy_saw(make_ap
                    oslo_middleware={"enable_proxy_headers_parsing": "true"})
     data = body("bios-vm-x86_64")  # unknown: 404, but counted first
     # The client claims a new address each time; the proxy appends the one it saw.
-    statuses = [api.client.post("/v1/continue_inspection", json=data, headers={
+    statuses = [api.unversioned.post("/v1/continue_inspection", json=data, headers={
         "X-Forwarded-For": f"198.51.100.{n}, 192.0.2.9"}).status_code for n in range(3)]
     assert statuses == [404, 404, 429]
-    other = api.client.post("/v1/continue_inspection", json=data,
+    other = api.unversioned.post("/v1/continue_inspection", json=data,
                             headers={"X-Forwarded-For": "192.0.2.10"})
     assert other.status_code == 404  # another machine behind the same proxy

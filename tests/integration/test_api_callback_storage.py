@@ -50,7 +50,7 @@ def test_unknown_machines_without_discovery_store_nothing(request, tmp_path, bac
         engine = api.context.engine
         before = _size(engine)
         for index in range(50):
-            resp = api.client.post("/v1/continue_inspection", json=padded(index, 200_000))
+            resp = api.unversioned.post("/v1/continue_inspection", json=padded(index, 200_000))
             assert resp.status_code == 404, resp.json
         grown = _size(engine) - before
         assert grown < 1024 * 1024, grown
@@ -92,7 +92,7 @@ def test_pending_callbacks_are_capped(queued_api, caplog, limits, sizes, reason)
     statuses = []
     with caplog.at_level(logging.WARNING, logger="inspection.processing.callbacks"):
         for index, size in enumerate(sizes):
-            resp = api.client.post("/v1/continue_inspection", json=padded(index, size))
+            resp = api.unversioned.post("/v1/continue_inspection", json=padded(index, size))
             statuses.append(resp.status_code)
     assert statuses == [202, 202, 202, 503]
     assert resp.headers["Retry-After"] == "60"

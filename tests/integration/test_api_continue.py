@@ -28,7 +28,7 @@ def test_known_node_is_processed(api):
     data = body("bios-vm-x86_64")
     node = add_node(api.context.engine, state="inspect wait", macs=macs_of(data)[:1],
                     inspect_interface="agent")
-    resp = api.client.post("/v1/continue_inspection", json=data)
+    resp = api.unversioned.post("/v1/continue_inspection", json=data)
     assert resp.status_code == 202, resp.json
     assert resp.json == {"uuid": node["uuid"]}
     api.wait_processed()
@@ -52,10 +52,10 @@ def test_node_uuid_parameter(api):
 def test_one_generic_404(api):
     data = body("bios-vm-x86_64")
     macs = macs_of(data)
-    unknown = api.client.post("/v1/continue_inspection", json=data)
+    unknown = api.unversioned.post("/v1/continue_inspection", json=data)
     # a node in the wrong state
     add_node(api.context.engine, state="active", macs=macs[:1])
-    wrong_state = api.client.post("/v1/continue_inspection", json=data)
+    wrong_state = api.unversioned.post("/v1/continue_inspection", json=data)
     answers = {(r.status_code, r.get_data(as_text=True)) for r in (unknown, wrong_state)}
     generic = {"faultstring": GENERIC_404, "faultcode": "Client", "debuginfo": None}
     assert answers == {(404, json.dumps({"error_message": json.dumps(generic)}))}
@@ -68,7 +68,7 @@ def test_several_matches_give_the_same_404(api):
     assert len(macs) >= 2
     add_node(api.context.engine, state="inspect wait", macs=macs[:1])
     add_node(api.context.engine, state="inspect wait", macs=macs[1:2])
-    resp = api.client.post("/v1/continue_inspection", json=data)
+    resp = api.unversioned.post("/v1/continue_inspection", json=data)
     assert resp.status_code == 404 and error_message(resp) == GENERIC_404
 
 
@@ -76,14 +76,14 @@ def test_discovery(tmp_path, db_url):
     api = make_api(tmp_path, db_url, auto_discovery={"enabled": "true"})
     try:
         data = body("bios-vm-x86_64")
-        resp = api.client.post("/v1/continue_inspection", json=data)
+        resp = api.unversioned.post("/v1/continue_inspection", json=data)
         assert resp.status_code == 202, resp.json
         api.wait_processed()
         nodes = api.client.get("/v1/nodes?auto_discovered=true&detail=true").json["nodes"]
         assert [n["uuid"] for n in nodes] == [resp.json["uuid"]]
         ports = api.client.get(f"/v1/ports?node={resp.json['uuid']}").json["ports"]
         assert {p["address"] for p in ports} <= set(macs_of(data))
-        again = api.client.post("/v1/continue_inspection", json=data)
+        again = api.unversioned.post("/v1/continue_inspection", json=data)
         assert again.status_code == 404
         assert len(api.client.get("/v1/nodes").json["nodes"]) == 1
     finally:
@@ -101,7 +101,7 @@ def test_discovery(tmp_path, db_url):
     (b'{"inventory": {}}', "interfaces"),
 ])
 def test_bad_bodies(api, payload, words):
-    resp = api.client.post("/v1/continue_inspection", data=payload,
+    resp = api.unversioned.post("/v1/continue_inspection", data=payload,
                            content_type="application/json")
     assert resp.status_code == 400
     assert resp.is_json and words in error_message(resp)
@@ -115,7 +115,7 @@ def test_size_limit(tmp_path, sqlite_url):
     try:
         data = body("bios-vm-x86_64")
         data["padding"] = "x" * 5000
-        resp = api.client.post("/v1/continue_inspection", json=data)
+        resp = api.unversioned.post("/v1/continue_inspection", json=data)
         assert resp.status_code == 413 and resp.is_json
         assert "too large" in error_message(resp)
         assert api.client.get("/v1/nodes").json["nodes"] == []

@@ -41,7 +41,7 @@ def test_bmc_address_alone_finds_the_waiting_node(api):
         assert api.client.put("/v1/nodes/ib-node/states/provision",
                               json={"target": target}).status_code == 202
 
-    resp = api.client.post("/v1/continue_inspection", json=_infiniband_only(BMC))
+    resp = api.unversioned.post("/v1/continue_inspection", json=_infiniband_only(BMC))
     assert resp.status_code == 202, resp.json
     assert resp.json == {"uuid": created.json["uuid"]}
     api.wait_processed()
@@ -50,8 +50,8 @@ def test_bmc_address_alone_finds_the_waiting_node(api):
     assert node["provision_state"] == "inspect failed"
     assert "interface" in node["last_error"]
 
-    unknown = api.client.post("/v1/continue_inspection", json=_infiniband_only("192.0.2.99"))
+    unknown = api.unversioned.post("/v1/continue_inspection", json=_infiniband_only("192.0.2.99"))
     assert unknown.status_code == 404
-    nothing = api.client.post("/v1/continue_inspection", json=_infiniband_only(None))
+    nothing = api.unversioned.post("/v1/continue_inspection", json=_infiniband_only(None))
     assert nothing.status_code == 400
     assert "no BMC address" in error_message(nothing)

@@ -121,7 +121,7 @@ def test_nul_in_the_ramdisk_data_is_inspected_and_stored(api):
         "memory": {"physical_mb": 2048},
         "system_vendor": {"serial_number": "SN\x00\x00", "manufacturer": "\ud800x"},
         "boot": {"current_boot_mode": "bios", "pxe_interface": "52:54:00:00:0a:01"}}}
-    resp = api.client.post("/v1/continue_inspection", json=data)
+    resp = api.unversioned.post("/v1/continue_inspection", json=data)
     assert resp.status_code == 202, resp.json
     assert resp.json["uuid"] == node["uuid"]
     api.wait_processed()

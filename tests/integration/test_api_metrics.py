@@ -8,7 +8,7 @@ from tests.integration.api_helpers import PASSWORD, USER, write_htpasswd
 from tests.integration.node_factory import add_node
 from tests.integration.pipeline_support import body, macs_of
 from tests.support.metrics import scrape, value, wait_for
-from tests.support.services_procs import start_api
+from tests.support.services_procs import API_HEADERS, start_api
 
 RULE = {"description": "metrics test", "phase": "main",
         "conditions": [{"op": "eq", "args": {"values": ["{inventory[cpu][architecture]}",
@@ -48,7 +48,7 @@ def test_metrics_need_admin_login_and_count_callbacks_lookups_processing(tmp_pat
         assert value(before, "ironic_inspection_processed_total", outcome="finished") == 0
 
         created = requests.post(f"{api.url}/v1/inspection_rules", json=RULE, auth=auth,
-                                timeout=5)
+                                headers=API_HEADERS, timeout=5)
         assert created.status_code == 201, created.text
 
         unknown = {"inventory": {"interfaces": [{"name": "eth0",

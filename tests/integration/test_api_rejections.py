@@ -11,7 +11,7 @@ from inspection.db import migration
 from pxe_filter.common.database import create_engine
 from tests.integration.api_helpers import error_message
 from tests.integration.pipeline_support import body
-from tests.support.services_procs import start_api
+from tests.support.services_procs import API_HEADERS, start_api
 
 BODY_LIMIT = 65536  # [api]max_request_body_size; waitress refuses beyond 4 times that
 
@@ -74,16 +74,16 @@ def test_a_body_over_waitress_limit_gets_json_413_and_a_line(api):
 
 def test_unserved_provision_targets_get_501(api):
     created = requests.post(f"{api.url}/v1/nodes", json={"driver": "fake-hardware"},
-                            timeout=10)
+                            headers=API_HEADERS, timeout=10)
     assert created.status_code == 201, created.text
     node = created.json()["uuid"]
     for target in ("provide", "deploy"):
         response = requests.put(f"{api.url}/v1/nodes/{node}/states/provision",
-                                json={"target": target}, timeout=10)
+                                json={"target": target}, headers=API_HEADERS, timeout=10)
         assert response.status_code == 501
         message = error_message(response)
         assert f"Provision target '{target}' is not available through this service" in message
         assert "Use a full Ironic deployment" in message
     unknown = requests.put(f"{api.url}/v1/nodes/{node}/states/provision",
-                           json={"target": "frobnicate"}, timeout=10)
+                           json={"target": "frobnicate"}, headers=API_HEADERS, timeout=10)
     assert unknown.status_code == 400

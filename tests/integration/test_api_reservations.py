@@ -6,7 +6,7 @@ import pytest
 
 from inspection import locking
 from inspection.processing import callbacks
-from tests.integration.api_helpers import Api, api_conf, error_message
+from tests.integration.api_helpers import Api, api_conf, error_message, versioned_client
 from tests.integration.node_factory import add_node, node_row
 from tests.support.concurrency import race
 
@@ -66,7 +66,7 @@ def test_a_delete_racing_an_inspect_never_deletes_a_node_being_inspected(api):
     for i in range(8):
         node = add_node(engine, state="manageable", driver="fake-hardware",
                         macs=[f"52:54:00:c8:00:{i:02x}"])
-        inspect_client, delete_client = api.app.test_client(), api.app.test_client()
+        inspect_client, delete_client = versioned_client(api.app), versioned_client(api.app)
         inspected, deleted = race([
             lambda c=inspect_client, n=node: c.put(
                 f"/v1/nodes/{n['uuid']}/states/provision", json={"target": "inspect"},

@@ -54,7 +54,7 @@ def test_stored_then_cast_to_worker(tmp_path, sqlite_url, vhost):
         server = rpc.start_server(transport, "worker-1", rpc.WorkerEndpoint(
             runner.wake, lambda u, d: callbacks.store(api.context.engine, u, d)))
         try:
-            resp = api.client.post("/v1/continue_inspection", json=data)
+            resp = api.unversioned.post("/v1/continue_inspection", json=data)
             assert resp.status_code == 202 and resp.json["uuid"] == node["uuid"]
             assert _wait_state(api, node["uuid"], 20) == "manageable"
             assert callbacks.count(api.context.engine) == 0
@@ -80,7 +80,7 @@ def test_unreachable_bus_still_accepts_and_a_worker_finds_the_data(tmp_path, sql
                         inspect_interface="agent")
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="inspection.api.dispatch"):
-            resp = api.client.post("/v1/continue_inspection", json=data)
+            resp = api.unversioned.post("/v1/continue_inspection", json=data)
             assert resp.status_code == 202  # stored: the bus only carries wake-ups
             assert time.monotonic() - started < 5  # the cast never holds up the ramdisk
             assert callbacks.count(api.context.engine) == 1

@@ -19,7 +19,7 @@ from tests.integration.api_helpers import (
 )
 from tests.integration.pipeline_support import body
 from tests.support.processes import write_config
-from tests.support.services_procs import console_script, free_port, start_api
+from tests.support.services_procs import API_HEADERS, console_script, free_port, start_api
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_serves_with_basic_auth_and_processes_in_process(tmp_path, db):
         deadline = time.monotonic() + 20
         while True:
             stored = requests.get(f"{url}/v1/nodes/{node_uuid}/inventory", auth=auth,
-                                  timeout=5)
+                                  headers=API_HEADERS, timeout=5)
             if stored.status_code == 200 or time.monotonic() > deadline:
                 break
             time.sleep(0.1)

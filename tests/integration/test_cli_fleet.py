@@ -11,7 +11,7 @@ from inspection.cli import main
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
 from tests.integration.test_fleet import NIC_A, NIC_C, machine
-from tests.support.services_procs import start_api
+from tests.support.services_procs import API_HEADERS, start_api
 
 RULE = {"description": "rack R640s", "conditions": [
     {"op": "eq", "args": ["{inventory[system_vendor][product_name]}", "PowerEdge R640"]}],
@@ -41,7 +41,8 @@ def discovered(api, data) -> str:
     node = resp.json()["uuid"]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        shown = requests.get(f"{api.url}/v1/nodes/{node}", timeout=10).json()
+        shown = requests.get(f"{api.url}/v1/nodes/{node}", headers=API_HEADERS,
+                             timeout=10).json()
         if shown["inspection_finished_at"]:
             return node
         time.sleep(0.2)
@@ -100,7 +101,8 @@ def test_node_reprocess_applies_a_new_rule_and_keeps_the_state(api, cli):
         assert out.splitlines() == [
             f"Node {node} reprocessed (1 change(s)); it stays 'manageable'.",
             '  /properties/rack: null -> "r12"']
-        shown = requests.get(f"{api.url}/v1/nodes/{node}", timeout=10).json()
+        shown = requests.get(f"{api.url}/v1/nodes/{node}", headers=API_HEADERS,
+                             timeout=10).json()
         assert shown["properties"]["rack"] == "r12"
         assert shown["provision_state"] == "manageable"
     finally:

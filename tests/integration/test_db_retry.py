@@ -224,7 +224,7 @@ def test_a_discovered_node_keeps_no_error_from_a_dropped_connection(db_url, db_e
     faults(DROP_AT_COMMIT)
     api = Api(api_conf(tmp_path, db_url, auto_discovery={"enabled": True}))
     try:
-        answer = api.client.post("/v1/continue_inspection", json=body(DATA))
+        answer = api.unversioned.post("/v1/continue_inspection", json=body(DATA))
         assert answer.status_code == 202, answer.json
         api.wait_processed(30)
         shown = api.client.get(f"/v1/nodes/{answer.json['uuid']}").json

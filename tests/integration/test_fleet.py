@@ -47,7 +47,7 @@ def machine(mac: str, serial: str = "8XJ4T53", **vendor) -> dict:
 
 
 def callback(api, data) -> str:
-    resp = api.client.post("/v1/continue_inspection", json=data)
+    resp = api.unversioned.post("/v1/continue_inspection", json=data)
     assert resp.status_code == 202, resp.json
     api.wait_processed()
     return resp.json["uuid"]
@@ -79,7 +79,7 @@ def test_a_machine_with_a_replaced_nic_and_no_bmc_address_completes_its_own_node
     assert state(api, node, "inspect")["provision_state"] == "inspect wait"
 
     # NIC A was replaced by NIC C; the same manufacturer, model and serial number.
-    resp = api.client.post("/v1/continue_inspection", json=machine(
+    resp = api.unversioned.post("/v1/continue_inspection", json=machine(
         NIC_C, serial=" 8xj4t53 ", manufacturer="DELL INC."))
     assert resp.status_code == 202 and resp.json["uuid"] == node
     api.wait_processed()
@@ -133,7 +133,7 @@ def test_two_nodes_claiming_one_machine_is_a_conflict_named_in_the_log(api, capl
     node = callback(api, machine(NIC_A))
     # Through another NIC, the machine is its node (no longer waiting): never a second one.
     with caplog.at_level(logging.WARNING, logger="inspection.lookup"):
-        again = api.client.post("/v1/continue_inspection", json=machine("aa:00:00:00:00:0b"))
+        again = api.unversioned.post("/v1/continue_inspection", json=machine("aa:00:00:00:00:0b"))
     assert again.status_code == 404 and node_count(api) == 1
     assert f"its hardware identity is node {node}'s, which is in state 'enroll'" \
         in caplog.text
@@ -144,7 +144,7 @@ def test_two_nodes_claiming_one_machine_is_a_conflict_named_in_the_log(api, capl
     state(api, node, "manage")
     state(api, node, "inspect")
     with caplog.at_level(logging.WARNING, logger="inspection.lookup"):
-        resp = api.client.post("/v1/continue_inspection", json=machine(NIC_C))
+        resp = api.unversioned.post("/v1/continue_inspection", json=machine(NIC_C))
     assert resp.status_code == 404
     assert error_message(resp) == "The requested node could not be found"
     line = next(r.getMessage() for r in caplog.records if "hardware identity" in r.getMessage())

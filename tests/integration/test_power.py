@@ -143,7 +143,7 @@ def test_redfish_manage_inspect_then_off_after_processing(api, emulator):
     assert on["driver_internal_info"]["inspector_manage_boot"] is True
 
     # The ramdisk's data, as IPA posts it.
-    assert api.client.post("/v1/continue_inspection",
+    assert api.unversioned.post("/v1/continue_inspection",
                            json=callback_body(mac)).status_code == 202
     api.wait_processed()
     done = node(api, "rf-1")
@@ -273,7 +273,7 @@ def test_fleet_of_50_inspected_with_8_sessions(make_api, emulator):
     started = time.monotonic()
     assert all(emulator.boot_target(i) == "Pxe" for i in range(FLEET))
     for mac in macs:
-        assert api.client.post("/v1/continue_inspection",
+        assert api.unversioned.post("/v1/continue_inspection",
                                json=callback_body(mac)).status_code == 202
     api.wait_processed(60)
     for name in names:
@@ -297,7 +297,7 @@ def test_ipmi_manage_inspect_then_off_after_processing(api, ipmi_bmc):
     # The BMC is the module's: its log goes on from earlier tests.
     assert state["log"][-2] == "boot network" and state["log"][-1] in ("on", "reset")
 
-    assert api.client.post("/v1/continue_inspection",
+    assert api.unversioned.post("/v1/continue_inspection",
                            json=callback_body(mac)).status_code == 202
     api.wait_processed()
     wait_state(api, "ipmi-1", "manageable", power_state="power off", target_power_state=None)

@@ -356,7 +356,7 @@ def test_split_mode_the_worker_inspects_out_of_band(tmp_path, static_bmc, sqlite
     from inspection.db import migration  # noqa: PLC0415
     from pxe_filter.common.database import create_engine  # noqa: PLC0415
     from tests.support import services  # noqa: PLC0415
-    from tests.support.services_procs import start_api, start_worker  # noqa: PLC0415
+    from tests.support.services_procs import API_HEADERS, start_api, start_worker  # noqa: PLC0415
 
     engine = create_engine(sqlite_url)
     migration.upgrade(engine)
@@ -376,11 +376,12 @@ def test_split_mode_the_worker_inspects_out_of_band(tmp_path, static_bmc, sqlite
         worker.wait_ready()
         api.wait_ready()
         resp = requests.put(f"{api.url}/v1/nodes/split/states/provision",
-                            json={"target": "inspect"}, timeout=10)
+                            json={"target": "inspect"}, headers=API_HEADERS, timeout=10)
         assert resp.status_code == 202, resp.text
 
         def done():
-            shown = requests.get(f"{api.url}/v1/nodes/split", timeout=10).json()
+            shown = requests.get(f"{api.url}/v1/nodes/split", headers=API_HEADERS,
+                                 timeout=10).json()
             return shown if shown["provision_state"] != "inspecting" else None
         deadline = time.monotonic() + 30
         while not (shown := done()):

@@ -15,7 +15,7 @@ from pxe_filter.common.database import create_engine
 from tests.integration.filter_listener import listener  # noqa: F401 - fixture
 from tests.integration.node_factory import add_node, make_conf, node_row
 from tests.support import concurrency
-from tests.support.services_procs import start_api
+from tests.support.services_procs import API_HEADERS, start_api
 
 NO_BUS = FilterNotifier(None)
 
@@ -135,7 +135,7 @@ def test_the_all_in_one_api_fails_a_stuck_node_within_the_timeout_plus_one_inter
     try:
         api.wait_http(60)
         answer = requests.put(f"{api.url}/v1/nodes/{node['uuid']}/states/provision",
-                              json={"target": "inspect"}, timeout=30)
+                              json={"target": "inspect"}, headers=API_HEADERS, timeout=30)
         assert answer.status_code == 202, answer.text
         started = time.monotonic()
         limit = 5 + 1 + 1  # timeout + one interval (a tenth of it, at least 1 s) + slack

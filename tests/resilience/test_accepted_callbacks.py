@@ -27,7 +27,7 @@ from tests.support.callbacks import (
     wait_finished,
 )
 from tests.support.rabbitmq import PrivateRabbit
-from tests.support.services_procs import ONE_ADDRESS_RACK, start_api, start_worker
+from tests.support.services_procs import API_HEADERS, ONE_ADDRESS_RACK, start_api, start_worker
 from tests.support.tcpproxy import TcpProxy
 
 pytestmark = pytest.mark.slow
@@ -203,14 +203,14 @@ def test_an_unreachable_database_accepts_nothing_and_says_try_again(tmp_path, pg
         try:
             proxy.stop()  # the database server is gone for this API
             with caplog.at_level(logging.ERROR, logger="inspection.api"):
-                answer = api.client.post("/v1/continue_inspection", json=data)
+                answer = api.unversioned.post("/v1/continue_inspection", json=data)
             assert answer.status_code == 503, answer.json
             assert "try again later" in error_message(answer)
             assert "Inspection data not accepted, the database failed" in caplog.text
             assert "Traceback" not in caplog.text
             assert pending_callbacks(engine) == 0  # nothing accepted
             proxy.start()  # back: the ramdisk's retry is accepted and processed
-            answer = api.client.post("/v1/continue_inspection", json=data)
+            answer = api.unversioned.post("/v1/continue_inspection", json=data)
             assert answer.status_code == 202, answer.json
             api.wait_processed(30)
             assert node_row(engine, node["id"]).provision_state == "manageable"
@@ -234,10 +234,10 @@ def test_a_database_failure_while_discovering_leaves_no_node_the_retry_cannot_us
 
     sa.event.listen(api.context.engine, "before_cursor_execute", die_on_storing)
     try:
-        answer = api.client.post("/v1/continue_inspection", json=callback_body(mac))
+        answer = api.unversioned.post("/v1/continue_inspection", json=callback_body(mac))
         assert answer.status_code == 503 and failures, answer.json
         assert nodes_of(engine, [mac]) == []  # the enrollment went with the data
-        answer = api.client.post("/v1/continue_inspection", json=callback_body(mac))
+        answer = api.unversioned.post("/v1/continue_inspection", json=callback_body(mac))
         assert answer.status_code == 202, answer.json  # the ramdisk's retry
         api.wait_processed(30)
         (row,) = nodes_of(engine, [mac])
@@ -259,7 +259,7 @@ def test_data_accepted_for_an_aborted_inspection_never_completes_the_next_one(
 
     def provision(target: str) -> None:
         answer = requests.put(f"{api.url}/v1/nodes/{node['uuid']}/states/provision",
-                              json={"target": target}, timeout=30)
+                              json={"target": target}, headers=API_HEADERS, timeout=30)
         assert answer.status_code == 202, answer.text
 
     try:

@@ -12,7 +12,7 @@ import requests
 
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
-from tests.support.services_procs import start_api
+from tests.support.services_procs import API_HEADERS, start_api
 
 NODES = 60
 #: Just under [inspection_rules]max_node_size (1 MiB of JSON), incompressible.
@@ -56,6 +56,7 @@ def test_nodes_and_ports_over_max_node_size_are_refused_on_create(api):
 
 def test_four_concurrent_detail_pages_of_the_largest_nodes_stay_bounded(api):
     session = requests.Session()
+    session.headers.update(API_HEADERS)  # node names need 1.5
     for n in range(NODES):
         resp = session.post(f"{api.url}/v1/nodes", timeout=60, json={
             "driver": "ipmi", "name": f"large-{n}", "extra": {"blob": LARGE}})

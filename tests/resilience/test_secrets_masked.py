@@ -25,7 +25,7 @@ def api(tmp_path, sqlite_url):
 def inspect(api, data):
     node = add_node(api.context.engine, state="inspect wait", macs=macs_of(data)[:1],
                     inspect_interface="agent")
-    assert api.client.post("/v1/continue_inspection", json=data).status_code == 202
+    assert api.unversioned.post("/v1/continue_inspection", json=data).status_code == 202
     api.wait_processed()
     return node["uuid"]
 

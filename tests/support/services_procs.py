@@ -16,7 +16,13 @@ from pathlib import Path
 
 from tests.support.processes import ServiceProcess, console_script, service_sections, spawn
 
-__all__ = ["ServiceProcess", "console_script", "free_port", "start_api", "start_worker"]
+__all__ = ["API_HEADERS", "ServiceProcess", "console_script", "free_port", "start_api",
+           "start_worker"]
+
+#: The version header our clients send (``ironic-inspection``): without it the API serves
+#: Ironic's 1.1 (no node names, no inspection fields, no rules), as Ironic does.
+API_VERSION = "1.96"
+API_HEADERS = {"X-OpenStack-Ironic-API-Version": API_VERSION}
 
 
 def free_port() -> int:
