@@ -38,6 +38,7 @@ from inspection.api.addresses import client_address, proxy_headers_parsed
 from inspection.api.auth import REALM, BasicAuth, Throttled, default_concurrency
 from inspection.api.context import EXTENSION, ApiContext
 from inspection.api.dispatch import InProcessDispatcher, RpcDispatcher
+from inspection.api.nodes_query import check_node_ident
 from inspection.worker.recovery import ReservationRepair
 from pxe_filter.broadcast import FilterNotifier
 from pxe_filter.common import messaging
@@ -110,6 +111,18 @@ def _install_auth(app: Flask, conf: cfg.ConfigOpts) -> None:
                                      {"Retry-After": str(exc.retry_after)})
         return errors.json_error(401, "Authentication required",
                                  {"WWW-Authenticate": f'Basic realm="{REALM}"'})
+
+
+def _install_node_names(app: Flask) -> None:
+    # Below 1.5 Ironic finds a node by its UUID only: a path naming it otherwise gets 404
+    # before any handler, also those that reserve the node without looking it up here. A
+    # PUT on traits is Ironic's 405 there, whatever the node (traits.py).
+    @app.before_request
+    def nodes_by_uuid_before_names():
+        ident = (request.view_args or {}).get("node_ident")
+        if ident is not None and not (request.method == "PUT"
+                                      and request.blueprint == "traits"):
+            check_node_ident(ident)
 
 
 def _install_input_checks(app: Flask) -> None:
@@ -185,6 +198,7 @@ def create_app(conf: cfg.ConfigOpts, service: Any = None, dispatcher: Any = None
     _install_request_context(app, conf)
     _install_input_checks(app)
     _install_auth(app, conf)
+    _install_node_names(app)
     metrics.install(app)
     for module in (versions, openapi, continue_inspection, rules, nodes, traits,
                    node_groups, power, ports, rule_trials, reprocess, chassis):

@@ -19,7 +19,7 @@ from inspection.api.pagination import (
     paginate,
 )
 from inspection.api.patching import apply as apply_patch
-from inspection.api.versions import require_for, resource_links
+from inspection.api.versions import resource_links
 from inspection.api.views import plain
 from inspection.db.idents import canonical_uuid
 from inspection.db.models import Chassis, Node
@@ -77,10 +77,8 @@ def _problems(values: dict) -> list[str]:
 
 
 def _list(path: str, detail_path: bool) -> Response:
-    check_args((*PAGE_ARGS, "fields", *(() if detail_path else ("detail",))))
+    check_args((*PAGE_ARGS, *(() if detail_path else ("detail", "fields"))))
     detail, fields = detail_and_fields(FIELDS, detail_path)
-    if fields:
-        require_for(8, "fields")
     page = page_args(_SORT_KEYS)
     with ctx().session() as session:
         marker = find_chassis(session, page.marker) if page.marker else None
@@ -134,8 +132,6 @@ def show_chassis(ident: str) -> Response:
     """One chassis by UUID (only ``fields`` if given)."""
     check_args(("fields",))
     fields = fields_arg(FIELDS)
-    if fields:
-        require_for(8, "fields")
     with ctx().session() as session:
         return jsonify(chassis_view(find_chassis(session, ident), fields or FIELDS))
 

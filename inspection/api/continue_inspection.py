@@ -8,12 +8,26 @@ from flask import Blueprint, Response, g, jsonify, request
 from inspection.api.context import ctx, json_body
 from inspection.api.dispatch import API_RETRY_BUDGET, DispatchError
 from inspection.api.errors import ApiError
+from inspection.api.versions import MIN_VERSION, allows, current
 from inspection.db import retry
 from inspection.db.idents import is_uuid
 from pxe_filter.common.database import error_reason
 
 bp = Blueprint("continue_inspection", __name__)
 LOG = logging.getLogger("inspection.api.continue")
+
+
+#: Ironic's version of the callback; it also takes it at 1.1, which IPA uses (it sends no
+#: version header), but not ``node_uuid`` there.
+CALLBACK_MINOR = 84
+
+
+def _check_version(node_uuid: str | None) -> None:
+    """404 as Ironic answers a version that has no callback (1.2 to 1.83), or ``node_uuid``
+    below 1.84."""
+    if allows(CALLBACK_MINOR) or (current() == MIN_VERSION and node_uuid is None):
+        return
+    raise ApiError(404, f"API version 1.{CALLBACK_MINOR} or newer is required")
 
 
 @bp.post("/v1/continue_inspection")
@@ -27,6 +41,7 @@ def continue_inspection() -> tuple[Response, int]:
     node_uuid = request.args.get("node_uuid")
     if node_uuid is not None and not is_uuid(node_uuid):
         raise ApiError(400, "node_uuid must be a UUID")
+    _check_version(node_uuid)
     c = ctx()
     try:
         # Every step is a transaction of its own: a deadlock or a dropped connection runs

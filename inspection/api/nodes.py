@@ -81,8 +81,10 @@ _FILTERS = ("chassis_uuid", "instance_uuid", "associated", "conductor", "provisi
             "driver", "maintenance", "resource_class", "conductor_group", "fault",
             "auto_discovered", "owner", "lessee", "project", "description_contains", "shard",
             "sharded", "retired", "parent_node", "include_children")
-#: The version at which Ironic added each provision verb served here (1.x).
-_VERB_VERSIONS = {"manage": 4, "inspect": 6, "abort": 13}
+#: The version at which Ironic added each provision verb (1.x; Ironic's MIN_VERB_VERSIONS):
+#: below it the verb gets Ironic's 406, served here or not.
+_VERB_VERSIONS = {"manage": 4, "provide": 4, "inspect": 6, "abort": 13, "clean": 15,
+                  "adopt": 17, "rescue": 38, "unrescue": 38, "deploy": 73, "undeploy": 73}
 #: Sort keys: Ironic refuses its JSON columns; so do we.
 _SORT_KEYS = {name: getattr(Node, name) for name in (
     "id", "uuid", "name", "driver", "provision_state", "target_provision_state", "maintenance",
@@ -100,10 +102,10 @@ def _view(session: Session, node: Node, fields: list[str] | None = None) -> dict
 
 
 def _list(path: str, detail_path: bool, chassis_uuid: str | None = None) -> Response:
-    check_args((*_FILTERS, *PAGE_ARGS, "fields", *(() if detail_path else ("detail",))))
+    check_args((*_FILTERS, *PAGE_ARGS, *(() if detail_path else ("detail", "fields"))))
     chassis_uuid = chassis_uuid or uuid_arg("chassis_uuid")
     detail, fields = detail_and_fields(NODE_FIELD_CHOICES, detail_path)
-    page = page_args(_SORT_KEYS)
+    page = page_args(_SORT_KEYS, versions=node_fields.FIELD_VERSIONS)
     # Only the columns shown: decoding every JSON column of 1000 nodes is most of a page.
     shown = fields or (NODE_FIELDS if detail else BRIEF_NODE_FIELDS)
     columns = {getattr(Node, name) for name in shown if name not in COMPUTED_NODE_FIELDS}
@@ -111,7 +113,7 @@ def _list(path: str, detail_path: bool, chassis_uuid: str | None = None) -> Resp
     c = ctx()
     query = authz.narrow_nodes(sa.select(Node).options(
         load_only(Node.id, Node.uuid, Node.owner, Node.lessee, *columns)))
-    check_filter_versions()
+    check_filter_versions(detail_path)
     if fields:
         check_field_versions(fields, "showing")
     for name in ("provision_state", "driver", "resource_class", "owner", "lessee"):

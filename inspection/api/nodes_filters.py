@@ -15,19 +15,24 @@ from inspection.api.versions import require_for
 from inspection.db.models import Node
 from inspection.errors import NotFound
 
-#: The version at which Ironic added each filter (1.x); the others are in every version.
-FILTER_VERSIONS = {"driver": 16, "resource_class": 21, "fault": 42, "conductor_group": 46,
-                   "conductor": 49, "owner": 50, "retired": 61, "lessee": 65, "shard": 82,
-                   "sharded": 82,
-                   "parent_node": 83, "include_children": 83}
+#: The version at which Ironic added each filter (1.x); it checks no other (``retired``,
+#: ``project`` and ``description_contains`` are taken at every version).
+FILTER_VERSIONS = {"provision_state": 9, "driver": 16, "resource_class": 21, "fault": 42,
+                   "conductor_group": 46, "conductor": 49, "owner": 50, "lessee": 65,
+                   "shard": 82, "sharded": 82, "parent_node": 83, "include_children": 83}
 #: Ironic's faults: the values ``?fault=`` takes.
 VALID_FAULTS = ("power failure", "clean failure", "rescue abort failure", "service failure")
 
 
-def check_filter_versions() -> None:
+#: Filters Ironic's ``/v1/nodes/detail`` takes at every version (it checks them on
+#: ``/v1/nodes`` only).
+_UNCHECKED_ON_DETAIL = ("parent_node", "include_children")
+
+
+def check_filter_versions(detail_path: bool = False) -> None:
     """406 for a filter newer than the request's API version, as Ironic answers."""
     for name, minor in FILTER_VERSIONS.items():
-        if name in request.args:
+        if name in request.args and not (detail_path and name in _UNCHECKED_ON_DETAIL):
             require_for(minor, f"filtering nodes by {name}")
     fault = request.args.get("fault")
     if fault is not None and fault not in VALID_FAULTS:

@@ -6,25 +6,37 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from inspection.api.errors import ApiError
-from inspection.api.versions import allows
-from inspection.db.idents import canonical_uuid, node_ident_clause
+from inspection.api.versions import allows, strips_json_suffix
+from inspection.db.idents import canonical_uuid, is_uuid, node_ident_clause
 from inspection.db.models import Chassis, Node, NodeInventory, NodeTrait, Port
 from inspection.errors import NotFound
 
 #: Ironic's logical names (RFC 3986 unreserved characters), which identify ports from 1.88.
 LOGICAL_NAME = re.compile(r"[A-Za-z0-9._~-]{1,255}")
+#: The version at which Ironic lets a node be named by its name.
+NAMES_MINOR = 5
 
 
 def without_json_suffix(ident: str) -> str | None:
     """``ident`` without ``.json`` when the request may name a node so (Ironic serves
-    ``/v1/nodes/<node>.json`` up to 1.90), else None."""
-    if ident.endswith(".json") and not allows(91):
+    ``/v1/nodes/<node>.json`` when the request names a version up to 1.90), else None."""
+    if ident.endswith(".json") and strips_json_suffix():
         return ident[:-len(".json")]
     return None
 
 
+def check_node_ident(ident: str) -> None:
+    """:class:`NotFound` for a node named by anything but its UUID below 1.5, where Ironic
+    has no node names (``<uuid>.json`` is its UUID where the suffix is stripped)."""
+    if allows(NAMES_MINOR) or is_uuid(without_json_suffix(ident) or ident):
+        return
+    raise NotFound(f"node {ident[:64]} not found",
+                   message=f"Node {ident[:64]} could not be found")
+
+
 def find_node(session: Session, ident: str, for_update: bool = False) -> Node:
     """The node whose UUID or name is ``ident``; :class:`NotFound` (404) otherwise."""
+    check_node_ident(ident)
     query = sa.select(Node).where(node_ident_clause(ident))
     if for_update:
         query = query.with_for_update()

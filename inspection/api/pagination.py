@@ -17,10 +17,12 @@ from sqlalchemy.orm import Session
 
 from inspection.api.context import ctx, to_bool
 from inspection.api.errors import ApiError
-from inspection.api.versions import base_url
+from inspection.api.versions import allows, base_url, require_for
 from inspection.db.idents import canonical_uuid
 
 PAGE_ARGS = ("limit", "marker", "sort_key", "sort_dir")
+#: The versions at which Ironic added ``?fields=`` and ``?detail=``.
+FIELDS_MINOR, DETAIL_MINOR = 8, 43
 
 
 def check_args(allowed: Iterable[str]) -> None:
@@ -50,12 +52,18 @@ def uuid_arg(name: str) -> str | None:
     return uuid
 
 
-def fields_arg(available: Sequence[str]) -> list[str] | None:
-    """The ``fields`` list (comma-separated, each one of ``available``), or None."""
+def fields_arg(available: Sequence[str], versions: Mapping[str, int] | None = None
+               ) -> list[str] | None:
+    """The ``fields`` list (comma-separated, each one of ``available``), or None; 406 as
+    Ironic answers below 1.8, or for a field newer than the request (``versions``)."""
     value = request.args.get("fields")
     if value is None:
         return None
+    require_for(FIELDS_MINOR, "fields")
     fields = [f.strip() for f in value.split(",") if f.strip()]
+    for name in fields:
+        if name in (versions or {}):
+            require_for(versions[name], f"showing the field {name}")
     unknown = [f for f in fields if f not in available]
     if unknown or not fields:
         raise ApiError(400, f"Invalid fields: {', '.join(unknown) or '(none)'}; available: "
@@ -63,14 +71,17 @@ def fields_arg(available: Sequence[str]) -> list[str] | None:
     return fields
 
 
-def detail_and_fields(available: Sequence[str], detail_path: bool = False
+def detail_and_fields(available: Sequence[str], detail_path: bool = False,
+                      versions: Mapping[str, int] | None = None
                       ) -> tuple[bool, list[str] | None]:
     """``detail`` (or a ``/detail`` path) and ``fields``, which Ironic does not combine."""
     detail = bool_filter("detail")
     if detail_path and detail is not None:
         raise ApiError(400, "Unexpected arguments: detail (the /detail path already asks "
                             "for every field)")
-    fields = fields_arg(available)
+    fields = fields_arg(available, versions)
+    if detail is not None and not allows(DETAIL_MINOR):  # Ironic's words, and its 400
+        raise ApiError(400, f"Invalid query parameter ?detail={detail} received.")
     if fields is not None and (detail or detail_path):
         raise ApiError(400, "Can not specify ?detail=True and fields in the same request.")
     return bool(detail or detail_path), fields
@@ -86,8 +97,10 @@ class Page:
     sort_dir: str
 
 
-def page_args(sort_keys: Iterable[str], default_key: str = "id") -> Page:
-    """``limit`` (at most ``[api]max_limit``), ``marker`` (a UUID), ``sort_key``, ``sort_dir``."""
+def page_args(sort_keys: Iterable[str], default_key: str = "id",
+              versions: Mapping[str, int] | None = None) -> Page:
+    """``limit`` (at most ``[api]max_limit``), ``marker`` (a UUID), ``sort_key``, ``sort_dir``
+    (406, as Ironic answers, for a field newer than the request: ``versions``)."""
     max_limit = ctx().conf.api.max_limit
     raw = request.args.get("limit")
     limit = max_limit
@@ -104,6 +117,8 @@ def page_args(sort_keys: Iterable[str], default_key: str = "id") -> Page:
         raise ApiError(400, f"Invalid sort direction: {sort_dir[:64]}. Acceptable values are "
                             f"'asc' or 'desc'")
     sort_key = request.args.get("sort_key", default_key)
+    if sort_key in (versions or {}):
+        require_for(versions[sort_key], f"sorting by {sort_key}")
     if sort_key not in sort_keys:
         raise ApiError(400, f"The sort_key value {sort_key[:64]!r} is an invalid field for "
                             f"sorting; valid: {', '.join(sorted(sort_keys))}")

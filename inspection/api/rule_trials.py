@@ -14,7 +14,7 @@ from inspection.api.context import ctx, json_object
 from inspection.api.errors import ApiError
 from inspection.api.nodes_query import find_node, stored_inventory
 from inspection.api.pagination import check_args, next_link, page_args
-from inspection.api.versions import require
+from inspection.api.rules import require_rules
 from inspection.db.models import Node, NodeInventory
 from inspection.processing.pipeline import rules_enabled
 from inspection.rules import OrmNode, Rule, RuleValidationError, validate_rule
@@ -29,7 +29,7 @@ MAX_RULES = 100
 
 @bp.before_request
 def _rules_need_196() -> None:
-    require(96, 404, "The API version does not allow inspection rules")
+    require_rules()
 
 
 def _rules(docs: object) -> list[Rule]:

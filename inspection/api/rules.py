@@ -30,7 +30,14 @@ _SORT_KEYS = ("priority", "uuid", "phase", "description", "scope", "created_at",
 
 @bp.before_request
 def _rules_need_196() -> None:
-    require(96, 404, "The API version does not allow inspection rules")
+    require_rules()
+
+
+def require_rules() -> None:
+    """Below 1.96 Ironic answers 404 to a read and 405 to a write (its controller's
+    ``exception_class``), both with this message."""
+    require(96, 404 if request.method == "GET" else 405,
+            "The API version does not allow inspection rules")
 
 
 def rule_view(rule: Rule, detail: bool = True, fields: list[str] | None = None) -> dict:

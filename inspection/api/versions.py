@@ -3,8 +3,9 @@
 Every response carries ``X-OpenStack-Ironic-API-Minimum-Version`` and ``-Maximum-Version``;
 a request naming a version (``X-OpenStack-Ironic-API-Version: 1.96``, ``OpenStack-API-Version:
 baremetal 1.96`` or ``latest``) outside the range gets 406, as in Ironic, and the version
-used is echoed in ``X-OpenStack-Ironic-API-Version``. openstacksdk (keystoneauth) refuses
-every microversioned call unless ``/`` and ``/v1`` carry ``min_version`` and ``version``.
+used is echoed in ``X-OpenStack-Ironic-API-Version``. A request naming none is served as 1.1,
+Ironic's minimum, exactly as Ironic serves it. openstacksdk (keystoneauth) refuses every
+microversioned call unless ``/`` and ``/v1`` carry ``min_version`` and ``version``.
 """
 
 import re
@@ -79,10 +80,8 @@ def install(app: Flask) -> None:
 
     @app.before_request
     def negotiate():
-        text = requested_text(request.headers)
-        g.api_version_named = bool(text)
         try:
-            g.api_version = parse(text)
+            g.api_version = parse(requested_text(request.headers))
         except VersionNotAcceptable as exc:
             return json_error(406, str(exc))
         return None
@@ -97,20 +96,32 @@ def install(app: Flask) -> None:
         return response
 
 
-def require(minor: int, status: int, message: str) -> None:
-    """Refuse, as Ironic does, a request that names a version older than ``1.<minor>``.
+def current() -> tuple[int, int]:
+    """The version the request is served at (1.1 when it names none, as in Ironic)."""
+    return g.get("api_version", MIN_VERSION)
 
-    A request naming none is served whatever it asks (Ironic would take it as 1.1): IPA and
-    our own CLI send no version.
-    """
-    if g.get("api_version_named") and g.api_version < (MIN_VERSION[0], minor):
+
+def require(minor: int, status: int, message: str) -> None:
+    """Refuse, as Ironic does, a request served at a version older than ``1.<minor>``
+    (a request naming no version is served at 1.1)."""
+    if not allows(minor):
         raise ApiError(status, message)
 
 
 def allows(minor: int) -> bool:
-    """Whether the request may see what Ironic added at ``1.<minor>`` (a request naming no
-    version sees everything, as :func:`require` serves it)."""
-    return not g.get("api_version_named") or g.api_version >= (MIN_VERSION[0], minor)
+    """Whether the request may see what Ironic added at ``1.<minor>``."""
+    return current() >= (MIN_VERSION[0], minor)
+
+
+def strips_json_suffix() -> bool:
+    """Whether Ironic would strip ``.json`` from this request's path: only when
+    ``X-OpenStack-Ironic-API-Version`` names a version below 1.91 (its middleware reads
+    that header alone, so a request naming no version keeps the suffix)."""
+    text = request.headers.get(HEADER)
+    try:
+        return bool(text) and parse(text) < (MIN_VERSION[0], 91)
+    except VersionNotAcceptable:
+        return False
 
 
 def require_for(minor: int, what: str) -> None:
@@ -154,6 +165,12 @@ def root() -> Response:
                     "versions": [_version_document()]})
 
 
+#: The resources ``/v1`` links to, and the version each is linked from (Ironic's); Ironic
+#: takes the callback at 1.1 too, unlisted ("not actually available back in Kilo").
+_V1_LINKS = {"chassis": 1, "nodes": 1, "ports": 1, "inspection_rules": 96,
+             "continue_inspection": 84}
+
+
 @bp.get("/v1")
 def version() -> Response:
     """The v1 document: the version and a link per resource (as Ironic's)."""
@@ -161,7 +178,8 @@ def version() -> Response:
             "media_types": {"base": "application/json",
                             "type": "application/vnd.openstack.ironic.v1+json"},
             "version": _version_document()}
-    for name in ("chassis", "nodes", "ports", "inspection_rules", "continue_inspection"):
-        body[name] = [link("self", f"/v1/{name}/"), link("bookmark", f"/{name}/")]
+    for name, minor in _V1_LINKS.items():
+        if allows(minor):  # as Ironic, only what the request's version may use
+            body[name] = [link("self", f"/v1/{name}/"), link("bookmark", f"/{name}/")]
     body["openapi"] = [link("describedby", "/v1/openapi.json")]
     return jsonify(body)

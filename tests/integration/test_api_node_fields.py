@@ -182,8 +182,11 @@ def test_fields_are_gated_by_api_version_as_in_ironic(api):
     assert refused.status_code == 406 and "lessee" in error_message(refused)
     assert _patch(api, "n1", {"op": "add", "path": "/shard", "value": "x"},
                   headers={"X-OpenStack-Ironic-API-Version": "1.81"}).status_code == 406
-    # A request naming no version sees every field (as our own CLI and IPA send none).
-    assert api.client.get("/v1/nodes/n1").json["shard"] == "s1"
+    # Our CLI names 1.96 and sees every field; a request naming none is served as 1.1.
+    shown = api.client.get("/v1/nodes/n1").json
+    assert shown["shard"] == "s1"
+    unnamed = api.unversioned.get(f"/v1/nodes/{shown['uuid']}").json
+    assert "shard" not in unnamed and "owner" not in unnamed and "protected" not in unnamed
 
 
 def test_traits_as_ironic_serves_them(api_on_each_db):
