@@ -29,9 +29,9 @@ def main() -> None:
         with open(path) as handle:
             data = json.load(handle)
         for database, modes in data["databases"].items():
-            for mode, result in modes.items():
+            for mode in [mode for mode in MODES if mode in modes]:
                 bars.append((f"{data['ports'] // 1000}k {database}\n{MODES[mode]}",
-                             mode, result))
+                             mode, modes[mode]))
     fig, axes = plt.subplots(1, len(FIGURES), figsize=(18, 5.5))
     for ax, (key, title, log) in zip(axes, FIGURES, strict=True):
         medians = [r[key]["median"] for _, _, r in bars]
