@@ -1,12 +1,13 @@
 """Follow the database by what changed, with no message at all (Ironic with JSON-RPC).
 
 Every ``[pxe_filter]poll_interval`` the main loop asks the source for a cheap change signal
-(the database's own per-table statistics, see :meth:`DatabaseSource.change_signal`); only
-when it moved, and for a few seconds after, are the ``nodes`` and ``ports`` rows created or
-updated since the last read
-(less ``poll_margin`` for clock skew and whole-second timestamps) read and handed to the
-sync as hints, which it confirms with its usual lookup. Rows that went away show in the
-tables' counts and highest ids; then a full sync is asked for. The periodic full sync stays.
+per table (the database's own per-table statistics, see
+:meth:`DatabaseSource.change_signal`); only for a table whose signal moved, and for a few
+seconds after, are its rows created or updated since that table's last read (less
+``poll_margin`` for clock skew and whole-second timestamps) read and handed to the sync as
+hints, which it confirms with its usual lookup: a node's state change scans ``nodes``, not
+``ports``. Rows that went away show in a table's count and highest id; then a full sync is
+asked for. The periodic full sync stays.
 """
 
 import datetime
@@ -25,10 +26,12 @@ _UNREAD = object()
 #: Seconds between polls while they fail: each failing read may hold the main loop for up to
 #: [pxe_filter]database_read_timeout, and the full sync retries anyway.
 FAILING_INTERVAL = 10.0
-#: Seconds rows are still read after a change was seen. PostgreSQL holds back a process's
-#: counters for up to 10 s when it wrote less than a second after it last published them, so
-#: a write right after a seen one (a conductor's second save) shows only in its rows.
+#: Seconds a table's rows are still read after a change to it was seen. PostgreSQL holds
+#: back a process's counters for up to 10 s when it wrote less than a second after it last
+#: published them, so a write right after a seen one (a conductor's second save) shows only
+#: in the rows (a new row shows at once anyway, in the table's highest id).
 SETTLE = 2.5
+TABLES = ("nodes", "ports")
 
 
 def _utcnow() -> datetime.datetime:
@@ -43,11 +46,14 @@ class Poller:
         self.source = source
         self.sync = sync
         self.opts = conf.pxe_filter
-        self._signal: object = _UNREAD
-        self._since = _utcnow() - datetime.timedelta(seconds=self.opts.poll_margin)
-        self._counts: dict[str, tuple[int, int, int]] | None = None
+        # per table: its signal, the start of its last read less the margin, its counts
+        # then (rows, highest id, new rows) and until when its rows are read anyway
+        self._signal: dict[str, object] = {}
+        since = _utcnow() - datetime.timedelta(seconds=self.opts.poll_margin)
+        self._since = dict.fromkeys(TABLES, since)
+        self._counts: dict[str, tuple[int, int, int]] = {}
+        self._settle_until = dict.fromkeys(TABLES, 0.0)
         self._next = 0.0
-        self._settle_until = 0.0
         self._failing = False
 
     def wait(self) -> float | None:
@@ -76,21 +82,26 @@ class Poller:
         self._failing = False
 
     def _poll(self) -> None:
-        signal = self.source.change_signal()
-        if signal is not None and signal == self._signal \
-                and time.monotonic() >= self._settle_until:
+        signal = self.source.change_signal() or {}  # none: every table's rows, every poll
+        now = time.monotonic()
+        moved = {table: value for table in TABLES
+                 if (value := signal.get(table, _UNREAD)) is _UNREAD
+                 or value != self._signal.get(table, _UNREAD)}
+        for table in moved:
+            self._settle_until[table] = now + SETTLE
+        tables = [table for table in TABLES
+                  if table in moved or now < self._settle_until[table]]
+        if not tables:
             return
-        if signal != self._signal:
-            self._settle_until = time.monotonic() + SETTLE
-        started = _utcnow()
-        previous = self._counts
+        started = _utcnow() - datetime.timedelta(seconds=self.opts.poll_margin)
         found = self.source.changes(
-            self._since, {table: top for table, (_, top, _) in (previous or {}).items()})
-        self._since = started - datetime.timedelta(seconds=self.opts.poll_margin)
-        self._signal, self._counts = signal, found.counts
-        gone = previous is not None and [
-            table for table, (rows, _, new) in found.counts.items()
-            if previous[table][0] + new > rows]
+            {table: self._since[table] for table in tables},
+            {table: self._counts[table][1] for table in tables if table in self._counts})
+        gone = [table for table, (rows, _, new) in found.counts.items()
+                if table in self._counts and self._counts[table][0] + new > rows]
+        self._since.update(dict.fromkeys(tables, started))
+        self._signal.update(moved)
+        self._counts.update(found.counts)
         if gone:
             LOG.info("Rows deleted from %s since the last poll: a full sync follows",
                      " and ".join(gone))

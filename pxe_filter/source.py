@@ -193,28 +193,33 @@ class DatabaseSource:
             conn, wanted_macs=addresses, nodes=nodes, ports=ports,
             supported_interfaces=supported_interfaces, scope=scope, held=held))
 
-    def change_signal(self) -> object:
-        """A cheap value that differs whenever ``nodes`` or ``ports`` may have changed; a
-        new object every time while unsure; None if the database offers none (read rows).
+    def change_signal(self) -> dict[str, object] | None:
+        """For ``nodes`` and ``ports``, a cheap value that differs whenever the table may
+        have changed (a new object every time while unsure); None if the database offers
+        none (read rows).
 
-        PostgreSQL: the tables' insert, update and delete counters (``pg_stat_user_tables``;
+        PostgreSQL: the table's insert, update and delete counters (``pg_stat_user_tables``;
         a server process publishes them when it goes idle, at most once a second, else up
-        to 10 s later). MariaDB/MySQL: the tables' ``UPDATE_TIME``, whole seconds. SQLite:
-        the database and WAL files' size and modification time.
+        to 10 s later) and its highest id (an index probe: a new row shows at once).
+        MariaDB/MySQL: the table's ``UPDATE_TIME``, whole seconds. SQLite: the database and
+        WAL files' size and modification time, the same for both tables.
         """
         name = self.engine.dialect.name
         if name == "sqlite":
-            return _file_signal(self.engine.url.database)
+            files = _file_signal(self.engine.url.database)
+            return None if files is None else {"nodes": files, "ports": files}
         if name == "postgresql":
             return self._read(_pg_signal)
         if name in ("mysql", "mariadb"):
             return self._read(_mysql_signal)
         return None
 
-    def changes(self, since: datetime.datetime, above: Mapping[str, int]) -> Changes:
-        """Node and port rows whose ``updated_at`` or ``created_at`` is at or after
-        ``since`` (naive UTC, as Ironic stores them), and each table's counts with the
-        rows whose id is above ``above[table]``: one scan of each table, or an index."""
+    def changes(self, since: Mapping[str, datetime.datetime],
+                above: Mapping[str, int]) -> Changes:
+        """Rows of each table in ``since`` (``nodes``, ``ports``) whose ``updated_at`` or
+        ``created_at`` is at or after its time (naive UTC, as Ironic stores them), and the
+        table's counts with the rows whose id is above ``above[table]``: scans of that
+        table only."""
         return self._read(lambda conn: _changes(conn, since, above))
 
     def describe(self) -> str:
@@ -226,22 +231,24 @@ class DatabaseSource:
         self.engine.dispose()
 
 
-def _pg_signal(conn: sa.Connection) -> object:
+def _pg_signal(conn: sa.Connection) -> dict[str, object] | None:
     rows = conn.execute(sa.text(
-        "SELECT current_setting('track_counts'), n_tup_ins, n_tup_upd, n_tup_del "
-        "FROM pg_stat_user_tables WHERE relid IN ('nodes'::regclass, 'ports'::regclass) "
-        "ORDER BY relid")).all()
-    return None if not rows or rows[0][0] != "on" else tuple(tuple(row) for row in rows)
+        "SELECT current_setting('track_counts'), relname, n_tup_ins, n_tup_upd, n_tup_del, "
+        "CASE relname WHEN 'nodes' THEN (SELECT max(id) FROM nodes) "
+        "ELSE (SELECT max(id) FROM ports) END "
+        "FROM pg_stat_user_tables WHERE relid IN ('nodes'::regclass, 'ports'::regclass)"
+    )).all()
+    if not rows or rows[0][0] != "on":
+        return None
+    return {table: tuple(values) for _, table, *values in rows}
 
 
-def _mysql_signal(conn: sa.Connection) -> object:
+def _mysql_signal(conn: sa.Connection) -> dict[str, object]:
     rows = conn.execute(sa.text(
         "SELECT TABLE_NAME, UPDATE_TIME, NOW() FROM information_schema.TABLES "
-        "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ('nodes', 'ports') "
-        "ORDER BY TABLE_NAME")).all()
-    if any(updated is not None and updated >= now - _UNSETTLED for _, updated, now in rows):
-        return object()
-    return tuple((table, updated) for table, updated, _ in rows)
+        "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ('nodes', 'ports')")).all()
+    return {table: object() if updated is not None and updated >= now - _UNSETTLED
+            else updated for table, updated, now in rows}
 
 
 def _file_signal(path: str | None) -> object:
@@ -255,26 +262,26 @@ def _file_signal(path: str | None) -> object:
         return None
 
 
-def _changes(conn: sa.Connection, since: datetime.datetime,
+def _changes(conn: sa.Connection, since: Mapping[str, datetime.datetime],
              above: Mapping[str, int]) -> Changes:
     found = Changes()
-
-    def recent(table: sa.TableClause) -> sa.ColumnElement[bool]:
-        return sa.or_(table.c.updated_at >= since, table.c.created_at >= since)
-
+    recent: dict[str, list] = {}
     with _transaction(conn):
-        for name, table in (("nodes", _nodes), ("ports", _ports)):
+        for name, table, columns in (("nodes", _nodes, (_nodes.c.uuid,)),
+                                     ("ports", _ports, (_ports.c.uuid, _ports.c.address))):
+            if name not in since:
+                continue
             rows, top, new = conn.execute(sa.select(
                 sa.func.count(), sa.func.max(table.c.id),
                 sa.func.sum(sa.case((table.c.id > above.get(name, 0), 1), else_=0)))).one()
             found.counts[name] = (rows, top or 0, int(new or 0))
-        found.nodes.update(conn.execute(sa.select(_nodes.c.uuid).where(recent(_nodes)))
-                           .scalars())
-        rows = conn.execute(sa.select(_ports.c.uuid, _ports.c.address)
-                            .where(recent(_ports))).all()
-    found.ports.update(uuid for uuid, _ in rows)
+            recent[name] = conn.execute(sa.select(*columns).where(sa.or_(
+                table.c.updated_at >= since[name], table.c.created_at >= since[name]))).all()
+    found.nodes.update(uuid for uuid, in recent.get("nodes", ()))
+    ports = recent.get("ports", ())
+    found.ports.update(uuid for uuid, _ in ports)
     # invalid stored addresses are left out: the full sync reports them
-    found.addresses.update(macs.split_valid([address for _, address in rows])[0])
+    found.addresses.update(macs.split_valid([address for _, address in ports])[0])
     return found
 
 

@@ -2,12 +2,14 @@
 
 The scale test runs at 100k ports on PostgreSQL with the default sync_period (45 s): state
 flips and a deletion reach the files within seconds, while an idle minute reads little and
-costs little CPU. A small test checks the same on each backend.
+costs little CPU, and changes to nodes alone read no port row. A small test checks the same
+on each backend, and which table each change has the poll read.
 """
 
 import os
 import time
 import uuid
+from types import SimpleNamespace
 
 import pytest
 import sqlalchemy as sa
@@ -15,6 +17,9 @@ import sqlalchemy as sa
 from inspection.db import migration
 from inspection.db.models import Node, Port
 from pxe_filter.common.database import create_engine
+from pxe_filter.poller import Poller
+from pxe_filter.source import DatabaseSource
+from pxe_filter.sync import FilterSync
 from tests.support import services
 from tests.support.daemon import start_filter
 from tests.support.filter_nodes import add_node, fill, set_state
@@ -23,6 +28,7 @@ from tests.support.filter_nodes import bulk_mac as mac
 WILDCARD = "unknown_hosts_filter"
 PORTS = 100_000
 FLIPS = 12
+NODE_CHANGES = 8
 ON, OFF = "inspect wait", "manageable"
 
 
@@ -55,11 +61,12 @@ def big_pg_url():
     services.drop_database(services.PG_ADMIN_URL, url)
 
 
-def rows_read(engine) -> int:
+def rows_read(engine, tables: tuple[str, ...] = ("nodes", "ports")) -> int:
     with engine.connect() as conn:
         return conn.execute(sa.text(
             "SELECT sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)) "
-            "FROM pg_stat_user_tables WHERE relname IN ('nodes', 'ports')")).scalar()
+            "FROM pg_stat_user_tables WHERE relname IN :tables")
+            .bindparams(sa.bindparam("tables", expanding=True)), {"tables": tables}).scalar()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -99,6 +106,22 @@ def test_poll_follows_100k_ports_without_messages(big_pg_url, tmp_path):
         idle_cpu = cpu_seconds(daemon.pid) - before_cpu
         assert idle_rows <= 1_000_000, idle_rows
         assert idle_cpu / 60 < 0.05, idle_cpu
+
+        # Changes to nodes alone (a conductor taking and releasing its lock), each seen by
+        # the signal: the poll scans nodes each time, never ports. Only a full sync (one
+        # every 45 s) reads the ports meanwhile.
+        before_nodes, before_ports = rows_read(engine, ("nodes",)), rows_read(engine, ("ports",))
+        with engine.connect() as writer:
+            for change in range(NODE_CHANGES):
+                with writer.begin():
+                    writer.execute(sa.update(Node).where(Node.id == 2000 + change).values(
+                        reservation=None if change % 2 else "conductor-1"))
+                time.sleep(1.2)  # PostgreSQL publishes a process's counters once a second
+        time.sleep(11)  # the filter's counters of its reads are published too
+        nodes_rows = rows_read(engine, ("nodes",)) - before_nodes
+        ports_rows = rows_read(engine, ("ports",)) - before_ports
+        assert nodes_rows >= NODE_CHANGES * PORTS // 2, nodes_rows  # each change: a scan
+        assert ports_rows <= 2 * PORTS, ports_rows
 
         # Deleting a served node and its ports reaches the files within seconds.
         node = 5000
@@ -150,3 +173,80 @@ def test_poll_follows_each_backend(db_url, tmp_path):
     finally:
         engine.dispose()
         assert daemon.stop() == 0
+
+
+class RecordingSource(DatabaseSource):
+    """The real source, recording which tables each of the poll's row reads scanned."""
+
+    def __init__(self, engine) -> None:
+        super().__init__(engine)
+        self.reads: list[list[str]] = []
+        self.last_read = time.monotonic()
+
+    def changes(self, since, above):
+        self.reads.append(sorted(since))
+        self.last_read = time.monotonic()
+        return super().changes(since, above)
+
+
+def test_poll_reads_the_table_that_changed(db_url, tmp_path):
+    """A node's state change scans ``nodes`` alone, a new or deleted port ``ports`` alone
+    (SQLite's signal, the files' size and time, is one for both tables)."""
+    hostsdir = tmp_path / "hostsdir"
+    hostsdir.mkdir()
+    node = add_node(db_url, OFF, [mac(1)])
+    engine = create_engine(db_url)
+    source = RecordingSource(create_engine(db_url))
+    sync = FilterSync(source, str(hostsdir))
+    sync.full_sync()
+    poller = Poller(source, sync, SimpleNamespace(
+        pxe_filter=SimpleNamespace(poll_interval=0.05, poll_margin=10)))
+
+    def poll() -> None:
+        time.sleep(0.05)
+        poller.poll()
+        sync.reconcile_pending()
+
+    def quiet() -> None:
+        """Poll until a poll reads no row (signals still, SETTLE past; MariaDB's
+        UPDATE_TIME more than 2 s old)."""
+        deadline = time.monotonic() + 20
+        while time.monotonic() - source.last_read < 1.5:
+            assert time.monotonic() < deadline, source.reads[-5:]
+            poll()
+
+    new_node = {"uuid": str(uuid.uuid4()), "provision_state": OFF, "conductor_group": ""}
+    try:
+        with engine.connect() as writer:  # connected now: PostgreSQL publishes its writes
+            for tables, statements, check in (
+                    ({"nodes"}, [sa.update(Node).where(Node.id == node)
+                                 .values(provision_state=ON)],
+                     lambda: allowed(hostsdir, mac(1)) is True),
+                    ({"ports"}, [sa.insert(Port).values(uuid=str(uuid.uuid4()),
+                                                        address=mac(2), node_id=node)],
+                     lambda: allowed(hostsdir, mac(2)) is True),
+                    ({"ports"}, [sa.delete(Port).where(Port.address == mac(2))],
+                     lambda: sync.full_sync_due),
+                    # a port created right after its node, as two API calls do: PostgreSQL
+                    # holds back the second write's counters, its new highest id shows
+                    ({"nodes", "ports"}, [sa.insert(Node).values(id=node + 1, **new_node),
+                                          sa.insert(Port).values(uuid=str(uuid.uuid4()),
+                                                                 address=mac(3),
+                                                                 node_id=node + 1)],
+                     lambda: allowed(hostsdir, mac(3)) is False)):
+                quiet()
+                first = len(source.reads)
+                for statement in statements:
+                    with writer.begin():
+                        writer.execute(statement)
+                deadline = time.monotonic() + 2.5
+                while not check():  # a deleted port: the full sync it asks for
+                    assert time.monotonic() < deadline, (tables, source.reads[first:])
+                    poll()
+                quiet()
+                read = {table for tables_read in source.reads[first:] for table in tables_read}
+                assert read == ({"nodes", "ports"} if engine.dialect.name == "sqlite"
+                                else tables), (tables, source.reads[first:])
+    finally:
+        engine.dispose()
+        source.close()
