@@ -2,12 +2,16 @@
 
 import base64
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import bcrypt
 from oslo_config import cfg
 
 from inspection.api.app import close_app, create_app
 from inspection.api.context import EXTENSION
+from inspection.db import migration
+from pxe_filter.common.database import create_engine
 from tests.integration.node_factory import make_conf
 from tests.support.services_procs import API_VERSION
 
@@ -80,3 +84,17 @@ def fault(resp) -> dict:
 def error_message(resp) -> str:
     """The message of an error response (Ironic's ``faultstring``)."""
     return fault(resp)["faultstring"]
+
+
+@contextmanager
+def api_on_new_database(tmp_path) -> Iterator["Api"]:
+    """An in-process API on a new SQLite database under ``tmp_path``, closed after."""
+    url = f"sqlite:///{tmp_path}/api.sqlite"
+    engine = create_engine(url)
+    migration.upgrade(engine)
+    engine.dispose()
+    api = Api(api_conf(tmp_path, url))
+    try:
+        yield api
+    finally:
+        api.close()

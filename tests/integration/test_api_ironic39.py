@@ -7,9 +7,7 @@ import uuid
 
 import pytest
 
-from inspection.db import migration
-from pxe_filter.common.database import create_engine
-from tests.integration.api_helpers import Api, api_conf, error_message
+from tests.integration.api_helpers import api_on_new_database, error_message
 
 
 def v(minor: int) -> dict:
@@ -22,14 +20,8 @@ V = v(96)
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("api")
-    url = f"sqlite:///{tmp_path}/api.sqlite"
-    engine = create_engine(url)
-    migration.upgrade(engine)
-    engine.dispose()
-    api = Api(api_conf(tmp_path, url))
-    yield api
-    api.close()
+    with api_on_new_database(tmp_path_factory.mktemp("api")) as api:
+        yield api
 
 
 def _node(api, headers=V, **fields):

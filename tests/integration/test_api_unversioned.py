@@ -6,9 +6,7 @@ header (tests/ironic/test_unversioned_as_ironic.py asks a real Ironic 39 the sam
 
 import pytest
 
-from inspection.db import migration
-from pxe_filter.common.database import create_engine
-from tests.integration.api_helpers import Api, api_conf, error_message
+from tests.integration.api_helpers import api_on_new_database, error_message
 from tests.integration.node_factory import add_node
 from tests.integration.pipeline_support import body, macs_of
 
@@ -27,14 +25,8 @@ PORT_FIELDS_1_1 = {"uuid", "address", "node_uuid", "extra", "created_at", "updat
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("api")
-    url = f"sqlite:///{tmp_path}/api.sqlite"
-    engine = create_engine(url)
-    migration.upgrade(engine)
-    engine.dispose()
-    api = Api(api_conf(tmp_path, url))
-    yield api
-    api.close()
+    with api_on_new_database(tmp_path_factory.mktemp("api")) as api:
+        yield api
 
 
 @pytest.fixture(scope="module")
