@@ -205,15 +205,14 @@ class Daemon:
             self.metrics.registry, conf.pxe_filter.prometheus_host,
             0 if once else conf.pxe_filter.prometheus_port)
         #: Follows Ironic's notifications when [pxe_filter]ironic_notifications is on.
-        self.follower: NotificationFollower | None = None
         self.notification_listener: NotificationListener | _Off = _Off()
         if notification_url:
-            self.follower = NotificationFollower(sync)
+            follower = NotificationFollower(sync)
             self.notification_listener = NotificationListener(
                 notification_url, conf.host, list(conf.pxe_filter.notification_topics),
-                self.follower.handle, expires=conf.pxe_filter.notification_queue_expires,
+                follower.handle, expires=conf.pxe_filter.notification_queue_expires,
                 max_length=conf.pxe_filter.notification_queue_max_length)
-            status.notification_counts = lambda: dict(self.follower.counts)
+            status.notification_counts = lambda: dict(follower.counts)
         self.listener = _Off()
         if transport_url:
             from pxe_filter import rpc  # noqa: PLC0415 - oslo.messaging only when configured
