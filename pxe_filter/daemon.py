@@ -41,7 +41,7 @@ from pxe_filter.hostsdir import WILDCARD_MAC
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.notifications.listener import NotificationListener, broker_connection
-from pxe_filter.policy import Scope, Settings
+from pxe_filter.policy import Settings
 from pxe_filter.poller import Poller
 from pxe_filter.selfheal.healer import SelfHealer
 from pxe_filter.selfheal.watcher import HostsdirWatcher
@@ -84,10 +84,7 @@ class Options:
         """Read and validate them; raises FatalConfigError."""
         try:
             opts = conf.pxe_filter
-            scope = Scope.from_options(opts.conductor_groups, opts.shards, opts.out_of_scope)
-            return cls(opts.sync_period,
-                       Settings(frozenset(opts.supported_inspect_interfaces),
-                                conf.auto_discovery.enabled, opts.deny_unknown_macs, scope),
+            return cls(opts.sync_period, Settings.from_conf(conf),
                        opts.database_outage_deny_unknown, opts.database_read_timeout)
         except (cfg.Error, ValueError) as exc:
             raise FatalConfigError(f"invalid configuration: {exc}") from None

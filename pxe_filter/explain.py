@@ -64,21 +64,19 @@ def what_dnsmasq_does(own: bool | None, wildcard: bool | None) -> tuple[bool, st
     return wildcard, f"no file of its own: the wildcard says {'allow' if wildcard else 'deny'}"
 
 
-def database_reason(conf: cfg.ConfigOpts, mac: str, scope: policy.Scope
+def database_reason(conf: cfg.ConfigOpts, mac: str, settings: policy.Settings
                     ) -> tuple[bool, str, PortView | None]:
     """(allowed, one-sentence reason, its port's node) as the database says now."""
-    interfaces = list(conf.pxe_filter.supported_inspect_interfaces)
+    scope = settings.scope
     engine = engine_from_conf(conf, read_only=True)
     try:
         found = DatabaseSource(engine, conf.pxe_filter.database_read_timeout).lookup(
-            [mac], supported_interfaces=interfaces, scope=scope)
+            [mac], supported_interfaces=settings.supported_interfaces, scope=scope)
     finally:
         engine.dispose()
     view = found.ports.get(mac)
     if view is not None:
-        verdict = policy.port_verdict(view.provision_state, view.inspect_interface,
-                                      view.conductor_group, view.shard,
-                                      supported_interfaces=interfaces, scope=scope)
+        verdict = settings.verdict(view)
         node = f"node {view.node_uuid}" if view.node_uuid else "a port without a node"
         where = f"{node} is in {view.provision_state} with inspect_interface " \
                 f"{view.inspect_interface}"
@@ -87,14 +85,13 @@ def database_reason(conf: cfg.ConfigOpts, mac: str, scope: policy.Scope
                 return True, where, view
             if not scope.contains(view.conductor_group, view.shard):
                 return False, f"{node} is outside this filter's scope ({scope.describe()})", view
+            served = ", ".join(sorted(settings.supported_interfaces))
             return False, (f"{where}: only nodes in inspect wait or inspecting with "
-                           f"inspect_interface in {', '.join(interfaces)} are served"), view
+                           f"inspect_interface in {served} are served"), view
         where = f"{node} is outside this filter's scope, left to the unknown-MAC policy"
     else:
         where = "no port has this MAC"
-    unknown = policy.unknown_allowed(found.any_served,
-                                     discovery_enabled=conf.auto_discovery.enabled,
-                                     deny_unknown_macs=conf.pxe_filter.deny_unknown_macs)
+    unknown = settings.unknown_allowed(found.any_served)
     if conf.pxe_filter.deny_unknown_macs:
         why = "[pxe_filter]deny_unknown_macs is set"
     elif conf.auto_discovery.enabled:
@@ -117,10 +114,8 @@ def explain(conf: cfg.ConfigOpts, mac: str) -> dict:
             running, verdict = status_cmd.assess(json.load(stream))
     except (OSError, ValueError):
         running, verdict = False, "not running (no state file)"
-    scope = policy.Scope.from_options(conf.pxe_filter.conductor_groups, conf.pxe_filter.shards,
-                                      conf.pxe_filter.out_of_scope)
     try:
-        allowed, reason, view = database_reason(conf, mac, scope)
+        allowed, reason, view = database_reason(conf, mac, policy.Settings.from_conf(conf))
     except DatabaseError as exc:
         allowed, reason, view = None, f"the database does not answer ({exc})", None
     if allowed is None:

@@ -165,6 +165,14 @@ class Settings:
     deny_unknown_macs: bool = False
     scope: Scope = UNSCOPED
 
+    @classmethod
+    def from_conf(cls, conf) -> "Settings":
+        """From ``[pxe_filter]`` and ``[auto_discovery]``; raises ValueError for a bad scope."""
+        opts = conf.pxe_filter
+        return cls(frozenset(opts.supported_inspect_interfaces), conf.auto_discovery.enabled,
+                   opts.deny_unknown_macs,
+                   Scope.from_options(opts.conductor_groups, opts.shards, opts.out_of_scope))
+
     def verdict(self, port) -> bool | None:
         """:func:`port_verdict` of a port's node (a :class:`pxe_filter.source.PortView`)."""
         return port_verdict(port.provision_state, port.inspect_interface,
