@@ -4,7 +4,6 @@ import logging
 import os
 
 from pxe_filter.common import statedirs
-from pxe_filter.common.config import ConfigError
 from pxe_filter.common.lifecycle import EXIT_CONFIG, ServiceError
 
 LOG = logging.getLogger(__name__)
@@ -21,7 +20,7 @@ class FatalConfigError(FatalError):
 
 
 def check_hostsdir(path: str | None) -> str:
-    """Return the absolute hostsdir, or raise FatalConfigError saying what is wrong."""
+    """The absolute hostsdir; raises FatalConfigError (or ConfigError) saying what is wrong."""
     if not path:
         raise FatalConfigError("[pxe_filter]dhcp_hostsdir is not set: set it to the directory "
                                "dnsmasq reads with --dhcp-hostsdir")
@@ -33,10 +32,7 @@ def check_hostsdir(path: str | None) -> str:
                                f"through a link")
     if not os.path.lexists(path):
         # dnsmasq is started after the first sync, so it watches the directory made here.
-        try:
-            statedirs.ensure_dir(path, statedirs.READABLE, "[pxe_filter]dhcp_hostsdir")
-        except ConfigError as exc:
-            raise FatalConfigError(str(exc)) from None
+        statedirs.ensure_dir(path, statedirs.READABLE, "[pxe_filter]dhcp_hostsdir")
     if not os.path.isdir(path):
         raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is not a directory: point "
                                f"it at the directory dnsmasq's --dhcp-hostsdir names")

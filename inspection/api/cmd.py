@@ -124,7 +124,7 @@ def build(conf: cfg.ConfigOpts):
         engine = engine_from_conf(conf)
         check_database(engine)
         return create_app(conf, engine=engine)
-    except (HtpasswdError, config.ConfigError) as exc:
+    except HtpasswdError as exc:
         raise ServiceError(str(exc), EXIT_CONFIG) from None
     except DatabaseError as exc:
         raise ServiceError(str(exc), EXIT_RUNTIME) from None

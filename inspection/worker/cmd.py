@@ -85,7 +85,7 @@ class Worker:
 
     def start(self) -> str | int:
         """Connect, load the pipeline, start processing stored callbacks (after clearing this
-        host's stale reservations and claims), consume wake-ups; ServiceError.
+        host's stale reservations and claims), consume wake-ups; ServiceError or ConfigError.
 
         Returns the READY status, or 0 when stopped while waiting for the message bus."""
         try:
@@ -97,10 +97,7 @@ class Worker:
                                "from the message bus (e.g. rabbit://user:pass@host:5672/); "
                                "without a bus, ironic-inspection-api processes inspection "
                                "data itself and no worker is needed", 2)
-        try:
-            statedirs.require_sqlite_file(self.conf.database.connection)
-        except config.ConfigError as exc:
-            raise ServiceError(str(exc), 2) from None
+        statedirs.require_sqlite_file(self.conf.database.connection)
         try:
             self.engine = engine_from_conf(self.conf)
             check_connection(self.engine)
@@ -220,8 +217,6 @@ class Worker:
             service = InspectionService.from_conf(self.conf, engine=self.engine)
             self.inspector = OutOfBandInspector.from_service(service)
             return service
-        except config.ConfigError as exc:
-            raise ServiceError(str(exc), 2) from None
         except DatabaseError as exc:
             raise ServiceError(str(exc)) from None
 

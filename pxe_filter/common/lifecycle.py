@@ -108,7 +108,8 @@ def run(log: logging.Logger, lifecycle: Lifecycle, *, load: Callable[[], None],
     """Load the configuration, start, say READY, serve until stopped, shut down; exit status.
 
     ``start`` returns the READY status text, or an exit status when the run is already over
-    (a one-shot mode). ``shutdown`` always runs once ``load`` succeeded.
+    (a one-shot mode); a :class:`ConfigError` it raises exits 2 as a :class:`ServiceError`
+    with that code would. ``shutdown`` always runs once ``load`` succeeded.
     """
     try:
         load()
@@ -129,11 +130,11 @@ def run(log: logging.Logger, lifecycle: Lifecycle, *, load: Callable[[], None],
         serve()
         log.info("Stopping on signal")
         return EXIT_OK
-    except ServiceError as exc:
+    except (ServiceError, ConfigError) as exc:
         log.critical("%s", exc)
         # systemctl status shows the last STATUS=: make it the reason.
         status = f"failed: {exc}"
-        return exc.exit_code
+        return exc.exit_code if isinstance(exc, ServiceError) else EXIT_CONFIG
     finally:
         lifecycle.begin_shutdown(status)
         shutdown()

@@ -32,6 +32,7 @@ def test_configuration_error_exits_2_without_starting():
 @pytest.mark.parametrize(("error", "code"), [
     (lifecycle.ServiceError("database down"), 1),
     (lifecycle.ServiceError("bad option", lifecycle.EXIT_CONFIG), 2),
+    (ConfigError("SQLite database x does not exist"), 2),
 ])
 def test_start_failure_exits_with_its_code_and_shuts_down(error, code):
     def start():
