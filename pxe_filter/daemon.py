@@ -27,7 +27,6 @@ from pxe_filter.checks import (
     FatalConfigError,
     FatalError,
     check_hostsdir,
-    check_sqlite_file,
     warn_conflicts,
 )
 from pxe_filter.common import messaging, prometheus, systemd
@@ -129,8 +128,7 @@ def _check_paths(conf: cfg.ConfigOpts, once: bool) -> tuple[str, str, str | None
 
 
 def _open_source(conf: cfg.ConfigOpts, read_timeout: float) -> DatabaseSource:
-    """The database, checked to answer; raises FatalError."""
-    check_sqlite_file(conf.database.connection)
+    """The database, checked to answer; raises FatalError (ConfigError: no SQLite file)."""
     try:
         engine = engine_from_conf(conf, read_only=True)
     except DatabaseError as exc:

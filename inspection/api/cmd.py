@@ -14,7 +14,7 @@ from oslo_config import cfg
 from inspection import conf as inspection_conf
 from inspection import process_identity
 from inspection.common import secret_text
-from pxe_filter.common import config, lifecycle, logs, statedirs, unknown_options
+from pxe_filter.common import config, lifecycle, logs, unknown_options
 from pxe_filter.common.lifecycle import EXIT_CONFIG, EXIT_RUNTIME, ServiceError
 
 LOG = logging.getLogger("inspection.api")
@@ -120,7 +120,6 @@ def build(conf: cfg.ConfigOpts):
 
     check_conf(conf)
     try:
-        statedirs.require_sqlite_file(conf.database.connection)
         engine = engine_from_conf(conf)
         check_database(engine)
         return create_app(conf, engine=engine)

@@ -6,7 +6,7 @@ from oslo_config import cfg
 
 from inspection import conf as inspection_conf
 from inspection.db import migration
-from pxe_filter.common import config, logs, statedirs
+from pxe_filter.common import config, logs
 from pxe_filter.common.database import describe_url, engine_from_conf
 
 
@@ -31,8 +31,7 @@ def run(args: argparse.Namespace) -> int:
     logs.setup(conf, "ironic-inspection")
     # A schema upgrade of a large table may take longer than any one request should.
     conf.set_override("statement_timeout", 0, group="database")
-    statedirs.ensure_sqlite_dir(conf.database.connection)
-    engine = engine_from_conf(conf)
+    engine = engine_from_conf(conf, create=True)
     try:
         before, after = migration.upgrade(engine)
     finally:

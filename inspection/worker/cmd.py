@@ -27,7 +27,6 @@ from pxe_filter.common import (
     logs,
     messaging,
     prometheus,
-    statedirs,
     systemd,
     unknown_options,
 )
@@ -97,7 +96,6 @@ class Worker:
                                "from the message bus (e.g. rabbit://user:pass@host:5672/); "
                                "without a bus, ironic-inspection-api processes inspection "
                                "data itself and no worker is needed", 2)
-        statedirs.require_sqlite_file(self.conf.database.connection)
         try:
             self.engine = engine_from_conf(self.conf)
             check_connection(self.engine)

@@ -16,6 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 
+from pxe_filter.common import statedirs
+
 T = TypeVar("T")
 
 
@@ -56,11 +58,6 @@ def create_engine(url: str, connect_timeout: int = 10, read_only: bool = False, 
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
-        if parsed.database and parsed.database != ":memory:":
-            directory = os.path.dirname(os.path.abspath(parsed.database))
-            if not os.path.isdir(directory):
-                raise DatabaseError(f"directory {directory} of the SQLite database does not "
-                                    f"exist: create it or fix [database]connection")
     elif backend == "postgresql":
         kwargs["connect_args"] = {
             "connect_timeout": connect_timeout,
@@ -236,8 +233,10 @@ def _interrupt(dbapi_conn: object) -> None:
             dup.close()
 
 
-def engine_from_conf(conf, read_only: bool = False) -> Engine:
-    """The engine for ``conf.database.connection``."""
+def engine_from_conf(conf, read_only: bool = False, create: bool = False) -> Engine:
+    """The engine for ``conf.database.connection``; ConfigError for a missing SQLite file
+    unless ``create`` (see :func:`~pxe_filter.common.statedirs.check_sqlite_file`)."""
     db = conf.database
+    statedirs.check_sqlite_file(db.connection, create)
     return create_engine(db.connection, db.connect_timeout, read_only=read_only,
                          statement_timeout=db.statement_timeout, lock_timeout=db.lock_timeout)

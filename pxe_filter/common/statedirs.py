@@ -58,16 +58,14 @@ def sqlite_file(url: str) -> str | None:
     return os.path.abspath(parsed.database)
 
 
-def ensure_sqlite_dir(url: str) -> bool:
-    """Create the directory of an SQLite database (mode 0750) when missing; True if created."""
+def check_sqlite_file(url: str, create: bool = False) -> None:
+    """Refuse a missing SQLite file: connecting would create an empty database; ``create``
+    (dbsync, which creates it) makes its directory (mode 0750) instead when missing."""
     path = sqlite_file(url)
-    return path is not None and ensure_dir(os.path.dirname(path), PRIVATE, "database directory")
-
-
-def require_sqlite_file(url: str) -> None:
-    """Refuse a missing SQLite file: connecting would create an empty database."""
-    path = sqlite_file(url)
-    if path is not None and not os.path.exists(path):
+    if path is None or os.path.exists(path):
+        return
+    if not create:
         raise ConfigError(f"SQLite database {path} does not exist: create it with "
                           f"'ironic-inspection dbsync' (same --config-file options) or fix "
                           f"[database]connection")
+    ensure_dir(os.path.dirname(path), PRIVATE, "database directory")
