@@ -61,7 +61,8 @@ class BroadcastListener:
         """Stop consuming and wait for in-flight broadcasts; never raises."""
         if self._server is not None:
             try:
-                common_messaging.stop_rpc_server(self._server)
+                self._server.stop()
+                self._server.wait()
             except Exception as exc:
                 LOG.warning("Stopping the broadcast listener: %s", exc)
             self._server = None

@@ -92,4 +92,5 @@ def start_server(transport, host: str, endpoint: WorkerEndpoint):
 
 def stop_server(server) -> None:
     """Stop consuming and wait for in-flight handlers to finish."""
-    common_messaging.stop_rpc_server(server)
+    server.stop()
+    server.wait()

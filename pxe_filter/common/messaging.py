@@ -86,9 +86,3 @@ def start_rpc_server(transport, target, endpoints: list):
                                       access_policy=messaging.ExplicitRPCAccessPolicy)
     server.start()
     return server
-
-
-def stop_rpc_server(server) -> None:
-    """Stop consuming and wait for the handlers in flight."""
-    server.stop()
-    server.wait()
