@@ -94,8 +94,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.register_options(conf, PROG)
     from pxe_filter import daemon  # noqa: PLC0415 - after logging
 
-    files = config.files_or_default(args.config_file, args.config_dir,
-                                    config.FILTER_DEFAULTS)
     filter_conf.register_opts(conf)
     life = lifecycle.Lifecycle()
     life.install_signal_handlers(reload=True)
@@ -113,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             built[0].shutdown()
 
     def load() -> None:
-        config.load(conf, files, args.config_dir)
+        config.load(conf, args.config_file, args.config_dir, config.FILTER_DEFAULTS)
         logs.setup(conf, PROG, debug=args.debug)
         logs.log_option_values(conf, LOG)
         unknown_options.warn_unknown_options(conf, LOG, "ironic-pxe-filter")

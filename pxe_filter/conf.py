@@ -144,7 +144,6 @@ def load_for_command(args, prog: str) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     logs.register_options(conf, prog)
     register_opts(conf)
-    config.load(conf, config.files_or_default(args.config_file, args.config_dir,
-                                              config.FILTER_DEFAULTS), args.config_dir)
+    config.load(conf, args.config_file, args.config_dir, config.FILTER_DEFAULTS)
     logs.setup(conf, prog)
     return conf

@@ -141,9 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     api = _Api(conf)
 
     def load() -> None:
-        config.load(conf, config.files_or_default(args.config_file, args.config_dir,
-                                                  config.INSPECTION_DEFAULTS),
-                    args.config_dir)
+        config.load(conf, args.config_file, args.config_dir, config.INSPECTION_DEFAULTS)
         logs.setup(conf, PROG, debug=args.debug)
         process_identity.set_role("api")
         secret_text.install_log_masking()  # ramdisk and BMC text may quote passwords

@@ -26,8 +26,7 @@ def run(args: argparse.Namespace) -> int:
     conf = cfg.ConfigOpts()
     logs.register_options(conf, "ironic-inspection")
     inspection_conf.register_opts(conf)
-    config.load(conf, config.files_or_default(args.config_file, args.config_dir,
-                                              config.INSPECTION_DEFAULTS), args.config_dir)
+    config.load(conf, args.config_file, args.config_dir, config.INSPECTION_DEFAULTS)
     logs.setup(conf, "ironic-inspection")
     # A schema upgrade of a large table may take longer than any one request should.
     conf.set_override("statement_timeout", 0, group="database")

@@ -43,8 +43,7 @@ def run_notify(args: argparse.Namespace) -> int:
     conf = cfg.CONF
     logs.register_options(conf, "ironic-inspection")
     inspection_conf.register_opts(conf)
-    config.load(conf, config.files_or_default(args.config_file, args.config_dir,
-                                              config.INSPECTION_DEFAULTS), args.config_dir)
+    config.load(conf, args.config_file, args.config_dir, config.INSPECTION_DEFAULTS)
     logs.setup(conf, "ironic-inspection")
     url = args.transport_url or messaging.configured_transport_url(conf)
     if not url:

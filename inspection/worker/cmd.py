@@ -251,8 +251,6 @@ class Worker:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     args = build_parser().parse_args(argv)
-    files = config.files_or_default(args.config_file, args.config_dir,
-                                    config.INSPECTION_DEFAULTS)
     conf = cfg.CONF  # oslo.messaging reads its own groups from the global object
     logs.register_options(conf, PROG)
     inspection_conf.register_opts(conf)
@@ -261,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     worker = Worker(conf, life)
 
     def load() -> None:
-        config.load(conf, files, args.config_dir)
+        config.load(conf, args.config_file, args.config_dir, config.INSPECTION_DEFAULTS)
         logs.setup(conf, PROG, debug=args.debug)
         process_identity.set_role("worker")
         secret_text.install_log_masking()  # ramdisk and BMC text may quote passwords

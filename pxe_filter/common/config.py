@@ -14,12 +14,15 @@ class ConfigError(Exception):
 
 
 def load(conf: cfg.ConfigOpts, config_files: Sequence[str] = (),
-         config_dirs: Sequence[str] = (), project: str = "ironic") -> None:
-    """Parse ``config_files``/``config_dirs`` into ``conf`` (no command-line parsing)."""
+         config_dirs: Sequence[str] = (), defaults: Sequence[str] = ()) -> None:
+    """Parse ``config_files``/``config_dirs`` into ``conf`` (no command-line parsing); with
+    neither given, those of ``defaults`` that exist."""
+    if not config_files and not config_dirs:
+        config_files = [path for path in defaults if os.path.exists(path)]
     args = [*(arg for path in config_files for arg in ("--config-file", path)),
             *(arg for path in config_dirs for arg in ("--config-dir", path))]
     try:
-        conf(args=args, project=project, default_config_files=[], default_config_dirs=[])
+        conf(args=args, project="ironic", default_config_files=[], default_config_dirs=[])
     except cfg.ConfigFilesNotFoundError as exc:
         raise ConfigError(f"cannot read configuration file(s) {', '.join(exc.config_files)}: "
                           f"check the path and permissions") from None
@@ -37,14 +40,6 @@ FILTER_CONFIG = "/etc/ironic-pxe-filter/ironic-pxe-filter.conf"
 #: What the inspection service's commands and the filter's read when given no --config-*.
 INSPECTION_DEFAULTS = (SHARED_CONFIG, INSPECTION_CONFIG)
 FILTER_DEFAULTS = (SHARED_CONFIG, FILTER_CONFIG)
-
-
-def files_or_default(config_files: Sequence[str], config_dirs: Sequence[str],
-                     defaults: Sequence[str]) -> list[str]:
-    """The files to read: those given, else those of ``defaults`` that exist (no dir given)."""
-    if not config_files and not config_dirs:
-        return [path for path in defaults if os.path.exists(path)]
-    return list(config_files)
 
 
 def add_config_options(parser: argparse.ArgumentParser | Any,
