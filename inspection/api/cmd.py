@@ -15,7 +15,8 @@ from inspection import conf as inspection_conf
 from inspection import process_identity
 from inspection.common import secret_text
 from pxe_filter.common import config, lifecycle, logs, unknown_options
-from pxe_filter.common.lifecycle import EXIT_CONFIG, EXIT_RUNTIME, ServiceError
+from pxe_filter.common.config import ConfigError
+from pxe_filter.common.lifecycle import ServiceError
 
 LOG = logging.getLogger("inspection.api")
 PROG = "ironic-inspection-api"
@@ -59,9 +60,8 @@ def read_all_options(conf: cfg.ConfigOpts) -> None:
             try:
                 getattr(section, opt.dest)
             except (cfg.ConfigFileValueError, ValueError) as exc:
-                raise ServiceError(f"invalid value of [{group}]{opt.name}: "
-                                   f"{str(exc).rsplit('is not valid: ', 1)[-1]}",
-                                   EXIT_CONFIG) from None
+                raise ConfigError(f"invalid value of [{group}]{opt.name}: "
+                                  f"{str(exc).rsplit('is not valid: ', 1)[-1]}") from None
 
 
 def check_conf(conf: cfg.ConfigOpts) -> None:
@@ -70,28 +70,26 @@ def check_conf(conf: cfg.ConfigOpts) -> None:
     try:
         inspection_conf.check_processing_opts(conf)
     except ValueError as exc:
-        raise ServiceError(str(exc), EXIT_CONFIG) from None
+        raise ConfigError(str(exc)) from None
     if conf.api.auth_strategy == "keystone":
         from inspection.api.middleware import keystone_problem  # noqa: PLC0415
 
         problem = keystone_problem(conf)
         if problem:
-            raise ServiceError(problem, EXIT_CONFIG)
+            raise ConfigError(problem)
     if conf.api.auth_strategy == "http_basic":
         from inspection.api.auth import default_concurrency  # noqa: PLC0415
 
         held = (conf.api.auth_concurrency or default_concurrency()) + conf.api.auth_queue_length
         if held > conf.api.threads - 2:
-            raise ServiceError(f"[api]auth_concurrency + auth_queue_length ({held}) would let "
-                               f"password checks hold the threads the ramdisk callback needs: "
-                               f"keep them at most [api]threads - 2 ({conf.api.threads - 2})",
-                               EXIT_CONFIG)
+            raise ConfigError(f"[api]auth_concurrency + auth_queue_length ({held}) would let "
+                              f"password checks hold the threads the ramdisk callback needs: "
+                              f"keep them at most [api]threads - 2 ({conf.api.threads - 2})")
     if (conf.api.auth_strategy == "noauth" and not is_loopback(conf.api.host_ip)
             and not conf.api.allow_insecure_noauth):
-        raise ServiceError(f"[api]auth_strategy = noauth would let anyone who reaches "
-                           f"{conf.api.host_ip} change nodes and rules: listen on 127.0.0.1, "
-                           f"use http_basic, or set [api]allow_insecure_noauth = true",
-                           EXIT_CONFIG)
+        raise ConfigError(f"[api]auth_strategy = noauth would let anyone who reaches "
+                          f"{conf.api.host_ip} change nodes and rules: listen on 127.0.0.1, "
+                          f"use http_basic, or set [api]allow_insecure_noauth = true")
 
 
 def check_database(engine) -> None:
@@ -104,12 +102,11 @@ def check_database(engine) -> None:
     tables = sa.inspect(engine).get_table_names()
     if "nodes" not in tables:
         raise ServiceError(f"database {describe_url(engine.url)} has no schema: run "
-                           f"'ironic-inspection dbsync --config-file ...' first", EXIT_RUNTIME)
+                           f"'ironic-inspection dbsync --config-file ...' first")
     if "inspection_callbacks" not in tables:
         raise ServiceError(f"database {describe_url(engine.url)} has no table "
                            f"inspection_callbacks (added by this version): run "
-                           f"'ironic-inspection dbsync --config-file ...' to upgrade it",
-                           EXIT_RUNTIME)
+                           f"'ironic-inspection dbsync --config-file ...' to upgrade it")
 
 
 def build(conf: cfg.ConfigOpts):
@@ -124,9 +121,9 @@ def build(conf: cfg.ConfigOpts):
         check_database(engine)
         return create_app(conf, engine=engine)
     except HtpasswdError as exc:
-        raise ServiceError(str(exc), EXIT_CONFIG) from None
+        raise ConfigError(str(exc)) from None
     except DatabaseError as exc:
-        raise ServiceError(str(exc), EXIT_RUNTIME) from None
+        raise ServiceError(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -161,7 +158,7 @@ class _Api:
         self.server = None
 
     def start(self) -> str:
-        """Build the app (checking everything) and bind the socket; ServiceError."""
+        """Build the app (checking everything) and bind the socket; ServiceError, ConfigError."""
         from waitress import create_server  # noqa: PLC0415
 
         from inspection.api import connections, queue_log  # noqa: PLC0415
@@ -181,7 +178,7 @@ class _Api:
                 max_request_body_size=conf.api.max_request_body_size * _WAITRESS_BODY_FACTOR)
         except OSError as exc:
             raise ServiceError(f"Cannot listen on {conf.api.host_ip} port {conf.api.port}: "
-                               f"{exc.strerror or exc}", EXIT_RUNTIME) from None
+                               f"{exc.strerror or exc}") from None
         connections.install(self.server, conf.api.connections_per_client,
                             conf.api.request_deadline, conf.api.connection_limit,
                             conf.api.connection_reserve)

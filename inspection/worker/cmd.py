@@ -30,6 +30,7 @@ from pxe_filter.common import (
     systemd,
     unknown_options,
 )
+from pxe_filter.common.config import ConfigError
 from pxe_filter.common.database import (
     DatabaseError,
     check_connection,
@@ -90,12 +91,12 @@ class Worker:
         try:
             url = messaging.configured_transport_url(self.conf)
         except (cfg.Error, ValueError) as exc:
-            raise ServiceError(f"invalid [DEFAULT]transport_url: {exc}", 2) from None
+            raise ConfigError(f"invalid [DEFAULT]transport_url: {exc}") from None
         if not url:
-            raise ServiceError("[DEFAULT]transport_url is not set: the worker consumes tasks "
-                               "from the message bus (e.g. rabbit://user:pass@host:5672/); "
-                               "without a bus, ironic-inspection-api processes inspection "
-                               "data itself and no worker is needed", 2)
+            raise ConfigError("[DEFAULT]transport_url is not set: the worker consumes tasks "
+                              "from the message bus (e.g. rabbit://user:pass@host:5672/); "
+                              "without a bus, ironic-inspection-api processes inspection "
+                              "data itself and no worker is needed")
         try:
             self.engine = engine_from_conf(self.conf)
             check_connection(self.engine)
@@ -113,7 +114,7 @@ class Worker:
         try:
             inspection_conf.check_processing_opts(self.conf)
         except ValueError as exc:
-            raise ServiceError(str(exc), 2) from None
+            raise ConfigError(str(exc)) from None
         service = self._load_service()
         self._start_metrics()
         from inspection.power.actor import PowerActor  # noqa: PLC0415
@@ -203,9 +204,9 @@ class Worker:
         try:
             self.metrics_server.start()
         except OSError as exc:
-            raise ServiceError(f"cannot serve metrics on [worker]prometheus_host:"
-                               f"prometheus_port {opts.prometheus_host}:"
-                               f"{opts.prometheus_port}: {exc.strerror or exc}", 2) from None
+            raise ConfigError(f"cannot serve metrics on [worker]prometheus_host:"
+                              f"prometheus_port {opts.prometheus_host}:"
+                              f"{opts.prometheus_port}: {exc.strerror or exc}") from None
 
     def _load_service(self):
         from inspection.processing.out_of_band import OutOfBandInspector  # noqa: PLC0415

@@ -22,14 +22,10 @@ EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG = 0, 1, 2
 
 
 class ServiceError(Exception):
-    """Start-up or running cannot continue; the message says what to fix."""
+    """Start-up or running cannot continue; the message says what to fix. A mistake in the
+    configuration is a :class:`ConfigError` instead (exit 2)."""
 
     exit_code = EXIT_RUNTIME
-
-    def __init__(self, message: str, exit_code: int | None = None) -> None:
-        super().__init__(message)
-        if exit_code is not None:
-            self.exit_code = exit_code
 
 
 class Lifecycle:
@@ -108,8 +104,8 @@ def run(log: logging.Logger, lifecycle: Lifecycle, *, load: Callable[[], None],
     """Load the configuration, start, say READY, serve until stopped, shut down; exit status.
 
     ``start`` returns the READY status text, or an exit status when the run is already over
-    (a one-shot mode); a :class:`ConfigError` it raises exits 2 as a :class:`ServiceError`
-    with that code would. ``shutdown`` always runs once ``load`` succeeded.
+    (a one-shot mode); a :class:`ConfigError` it raises exits 2, as one from ``load`` does.
+    ``shutdown`` always runs once ``load`` succeeded.
     """
     try:
         load()

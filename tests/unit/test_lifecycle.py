@@ -31,7 +31,6 @@ def test_configuration_error_exits_2_without_starting():
 
 @pytest.mark.parametrize(("error", "code"), [
     (lifecycle.ServiceError("database down"), 1),
-    (lifecycle.ServiceError("bad option", lifecycle.EXIT_CONFIG), 2),
     (ConfigError("SQLite database x does not exist"), 2),
 ])
 def test_start_failure_exits_with_its_code_and_shuts_down(error, code):
@@ -86,7 +85,7 @@ def notify_socket(tmp_path, monkeypatch):
 
 def test_systemd_status_says_why_the_service_stopped(notify_socket):
     def start():
-        raise lifecycle.ServiceError("invalid configuration: sync_period too small", 2)
+        raise ConfigError("invalid configuration: sync_period too small")
     run(start=start)
     assert notify_socket()[-1] == ("STOPPING=1\nSTATUS=failed: invalid configuration: "
                                    "sync_period too small")
