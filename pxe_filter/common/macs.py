@@ -25,7 +25,6 @@ class InvalidMAC(ValueError):
             shown = shown[:61] + "..."
         super().__init__(f"invalid MAC address {shown}: expected 6 octets such as "
                          f"'52:54:00:12:34:56'")
-        self.value = value
 
 
 def is_canonical(value: str) -> bool:

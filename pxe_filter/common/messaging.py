@@ -36,8 +36,8 @@ def oslo_messaging_module() -> ModuleType:
     return oslo_messaging
 
 
-def get_transport(url: str | None = None):
-    """An RPC transport for ``url`` (default: ``[DEFAULT]transport_url``).
+def get_transport(url: str):
+    """An RPC transport for ``url``.
 
     Always built on the global ``cfg.CONF``: oslo.messaging's client reads option groups that
     it registers only there.

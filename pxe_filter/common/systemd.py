@@ -4,28 +4,25 @@ A few lines of protocol, so no dependency on libsystemd. Without $NOTIFY_SOCKET 
 systemd) every call is a no-op.
 """
 
+import contextlib
 import os
 import socket
 
 
-def notify(*fields: str) -> bool:
-    """Send ``KEY=value`` fields (e.g. ``READY=1``, ``STATUS=...``); True if delivered."""
+def notify(*fields: str) -> None:
+    """Send ``KEY=value`` fields (e.g. ``READY=1``, ``STATUS=...``); a failure is ignored."""
     address = os.environ.get("NOTIFY_SOCKET")
     if not address:
-        return False
+        return
     if address.startswith("@"):
         address = "\0" + address[1:]
     message = "\n".join(fields).encode()
-    try:
-        # Non-blocking: a receiver that stops reading (queue of net.unix.max_dgram_qlen,
-        # 10 by default) must never freeze the service; the message is dropped instead.
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC
-                           | socket.SOCK_NONBLOCK) as sock:
-            sock.connect(address)
-            sock.sendall(message)
-    except OSError:
-        return False
-    return True
+    # Non-blocking: a receiver that stops reading (queue of net.unix.max_dgram_qlen,
+    # 10 by default) must never freeze the service; the message is dropped instead.
+    with contextlib.suppress(OSError), socket.socket(
+            socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK) as sock:
+        sock.connect(address)
+        sock.sendall(message)
 
 
 def watchdog_interval() -> float | None:
