@@ -6,7 +6,6 @@ interpreter.
 """
 
 import logging
-import threading
 
 from prometheus_client import (
     CollectorRegistry,
@@ -36,20 +35,20 @@ class MetricsServer:
         self.host = host
         self.port = port
         self._server = None
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Listen; raises OSError (address in use, not an address of this machine)."""
         if not self.port:
             return
-        self._server, self._thread = start_http_server(self.port, addr=self.host,
-                                                       registry=self.registry)
+        self._server, _thread = start_http_server(self.port, addr=self.host,
+                                                  registry=self.registry)
         LOG.info("Prometheus metrics on http://%s:%d/metrics",
                  f"[{self.host}]" if ":" in self.host else self.host,
                  self._server.server_port)
 
     def stop(self) -> None:
-        """Stop listening; never raises."""
+        """Stop listening (shutdown() returns once the serving thread's loop has); never
+        raises."""
         if self._server is None:
             return
         try:
@@ -57,6 +56,4 @@ class MetricsServer:
             self._server.server_close()
         except OSError as exc:
             LOG.warning("Stopping the metrics server: %s", exc)
-        if self._thread is not None:
-            self._thread.join(5)
-        self._server = self._thread = None
+        self._server = None
