@@ -237,6 +237,8 @@ def engine_from_conf(conf, read_only: bool = False, create: bool = False) -> Eng
     """The engine for ``conf.database.connection``; ConfigError for a missing SQLite file
     unless ``create`` (see :func:`~pxe_filter.common.statedirs.check_sqlite_file`)."""
     db = conf.database
-    statedirs.check_sqlite_file(db.connection, create)
-    return create_engine(db.connection, db.connect_timeout, read_only=read_only,
-                         statement_timeout=db.statement_timeout, lock_timeout=db.lock_timeout)
+    engine = create_engine(db.connection, db.connect_timeout, read_only=read_only,
+                           statement_timeout=db.statement_timeout, lock_timeout=db.lock_timeout)
+    # Before the first connection: SQLite creates a missing file on connect.
+    statedirs.check_sqlite_file(engine.url, create)
+    return engine

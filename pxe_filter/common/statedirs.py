@@ -7,8 +7,7 @@ each command creates what is missing when it has the rights, and says what to do
 import logging
 import os
 
-import sqlalchemy as sa
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL
 
 from pxe_filter.common.config import ConfigError
 
@@ -47,22 +46,13 @@ def ensure_dir(path: str, mode: int = PRIVATE, what: str = "state directory") ->
     return True
 
 
-def sqlite_file(url: str) -> str | None:
-    """The file of an SQLite URL; None for other databases, in-memory ones and bad URLs."""
-    try:
-        parsed = make_url(url)
-    except sa.exc.ArgumentError:
-        return None
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-        return None
-    return os.path.abspath(parsed.database)
-
-
-def check_sqlite_file(url: str, create: bool = False) -> None:
+def check_sqlite_file(url: URL, create: bool = False) -> None:
     """Refuse a missing SQLite file: connecting would create an empty database; ``create``
     (dbsync, which creates it) makes its directory (mode 0750) instead when missing."""
-    path = sqlite_file(url)
-    if path is None or os.path.exists(path):
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return
+    path = os.path.abspath(url.database)
+    if os.path.exists(path):
         return
     if not create:
         raise ConfigError(f"SQLite database {path} does not exist: create it with "

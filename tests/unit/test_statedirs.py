@@ -4,6 +4,7 @@ import os
 import stat
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from pxe_filter.common.config import ConfigError
 from pxe_filter.common.statedirs import check_sqlite_file, ensure_dir
@@ -25,11 +26,11 @@ def test_a_file_in_the_way_is_refused_with_what_to_do(tmp_path):
 
 
 def test_a_missing_sqlite_file_is_refused_unless_created(tmp_path):
-    url = f"sqlite:///{tmp_path}/state/db.sqlite"
+    url = make_url(f"sqlite:///{tmp_path}/state/db.sqlite")
     with pytest.raises(ConfigError, match="does not exist: create it with 'ironic-inspection "
                                           "dbsync'"):
         check_sqlite_file(url)
     assert not (tmp_path / "state").exists()
     check_sqlite_file(url, create=True)  # dbsync: its directory, mode 0750
     assert stat.S_IMODE(os.stat(tmp_path / "state").st_mode) == 0o750
-    check_sqlite_file("sqlite://")  # in memory: nothing to check
+    check_sqlite_file(make_url("sqlite://"))  # in memory: nothing to check
