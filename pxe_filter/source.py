@@ -109,12 +109,11 @@ class Lookup:
 
 @dataclass
 class Changes:
-    """Rows of ``nodes`` and ``ports`` created or updated since a time (:meth:`changes`),
+    """UUIDs of ``nodes`` and ``ports`` created or updated since a time (:meth:`changes`),
     and each table's (rows, highest id, rows above the id given)."""
 
     nodes: set[str] = field(default_factory=set)
     ports: set[str] = field(default_factory=set)
-    addresses: set[str] = field(default_factory=set)
     counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
@@ -265,23 +264,17 @@ def _file_signal(path: str | None) -> object:
 def _changes(conn: sa.Connection, since: Mapping[str, datetime.datetime],
              above: Mapping[str, int]) -> Changes:
     found = Changes()
-    recent: dict[str, list] = {}
     with _transaction(conn):
-        for name, table, columns in (("nodes", _nodes, (_nodes.c.uuid,)),
-                                     ("ports", _ports, (_ports.c.uuid, _ports.c.address))):
+        for name, table, uuids in (("nodes", _nodes, found.nodes),
+                                   ("ports", _ports, found.ports)):
             if name not in since:
                 continue
             rows, top, new = conn.execute(sa.select(
                 sa.func.count(), sa.func.max(table.c.id),
                 sa.func.sum(sa.case((table.c.id > above.get(name, 0), 1), else_=0)))).one()
             found.counts[name] = (rows, top or 0, int(new or 0))
-            recent[name] = conn.execute(sa.select(*columns).where(sa.or_(
-                table.c.updated_at >= since[name], table.c.created_at >= since[name]))).all()
-    found.nodes.update(uuid for uuid, in recent.get("nodes", ()))
-    ports = recent.get("ports", ())
-    found.ports.update(uuid for uuid, _ in ports)
-    # invalid stored addresses are left out: the full sync reports them
-    found.addresses.update(macs.split_valid([address for _, address in ports])[0])
+            uuids.update(conn.execute(sa.select(table.c.uuid).where(sa.or_(
+                table.c.updated_at >= since[name], table.c.created_at >= since[name]))).scalars())
     return found
 
 
