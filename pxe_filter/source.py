@@ -142,10 +142,6 @@ class Source(Protocol):
         it), with their nodes, and whether any node is served; raises DatabaseError."""
         ...
 
-    def describe(self) -> str:
-        """Where the rows come from, for log lines (no secrets)."""
-        ...
-
 
 class DatabaseSource:
     """The node/port tables of a database (ours or Ironic's), read-only, bounded in time."""
