@@ -74,8 +74,6 @@ class Snapshot:
     others: set[str | None] = field(default_factory=set)
     #: Raw addresses of each served node's ports, by node UUID (a few nodes, not all).
     served_by: dict[str, set[str]] = field(default_factory=dict)
-    #: UUID of each served node id.
-    uuids: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -389,9 +387,9 @@ def _read_snapshot(conn: sa.Connection, supported_interfaces: Collection[str],
             snap = Snapshot(nodes_on_inspection(
                 ((row[0], *_policy(row[2:], scope)) for row in nodes),
                 supported_interfaces, scope))
-            snap.uuids = {row[0]: row[1] for row in nodes if row[0] in snap.inspecting}
             cursor.execute(_compiled(conn.engine, ports_query))
-            _split_ports(cursor, snap)
+            _split_ports(cursor, snap, {row[0]: row[1] for row in nodes
+                                        if row[0] in snap.inspecting})
         finally:
             cursor.close()
     return snap
@@ -403,8 +401,9 @@ def _compiled(engine: Engine, query: sa.Select) -> str:
     return str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
 
 
-def _split_ports(cursor, snap: Snapshot) -> None:
-    """Sort the port rows into the snapshot's two sets, a chunk at a time.
+def _split_ports(cursor, snap: Snapshot, uuids: dict[int, str]) -> None:
+    """Sort the port rows into the snapshot's two sets, a chunk at a time (``uuids``: the
+    UUID of each served node id).
 
     Addresses are interned: the driver makes a new string per row and per sync, and the
     policy held until the next sync, the hostsdir cache and this snapshot would otherwise
@@ -417,7 +416,7 @@ def _split_ports(cursor, snap: Snapshot) -> None:
             served = [(address, node_id) for address, node_id in rows if node_id in inspecting]
             snap.on_inspection.update(_interned([address for address, _ in served]))
             for address, node_id in served:
-                snap.served_by.setdefault(snap.uuids[node_id], set()).add(address)
+                snap.served_by.setdefault(uuids[node_id], set()).add(address)
             snap.others.update(_interned([address for address, node_id in rows
                                           if node_id not in inspecting]))
         else:
