@@ -302,12 +302,9 @@ def _lookup(conn: sa.Connection, *, wanted_macs: Collection[str], nodes: Collect
                     mac = _found_port(found, address, node, _policy(rest, scope))
                     if mac is not None and node in found.served_nodes:
                         found.served_nodes[node].add(mac)
-        found.any_served = conn.execute(
-            sa.select(_nodes.c.id)
-            .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES)),
-                   _nodes.c.inspect_interface.in_(sorted(supported_interfaces)),
-                   *scope_clauses(scope))
-            .limit(1)).first() is not None
+        served = snapshot_queries(scope)[0].where(  # the full sync's candidates
+            _nodes.c.inspect_interface.in_(sorted(supported_interfaces)))
+        found.any_served = conn.execute(served.limit(1)).first() is not None
     found.asked = wanted
     return found
 
