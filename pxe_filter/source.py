@@ -299,27 +299,18 @@ def _lookup(conn: sa.Connection, *, wanted_macs: Collection[str], nodes: Collect
             for chunk in _batches(keys):
                 for address, node, *rest in conn.execute(
                         sa.select(*columns).select_from(joined).where(column.in_(chunk))):
-                    mac = _found_port(found, address, node, _policy(rest, scope))
-                    if mac is not None and node in found.served_nodes:
+                    try:  # invalid stored addresses are skipped: the full sync reports them
+                        mac = macs.normalize_mac(address)
+                    except macs.InvalidMAC:
+                        continue
+                    found.ports[mac] = PortView(node, *_policy(rest, scope))
+                    if node in found.served_nodes:
                         found.served_nodes[node].add(mac)
         served = snapshot_queries(scope)[0].where(  # the full sync's candidates
             _nodes.c.inspect_interface.in_(sorted(supported_interfaces)))
         found.any_served = conn.execute(served.limit(1)).first() is not None
     found.asked = wanted
     return found
-
-
-def _found_port(found: Lookup, address: str | None, node: str | None,
-                policy: tuple) -> str | None:
-    """Record one port row under its canonical MAC, which is returned (invalid stored
-    addresses are skipped: the full sync reports them)."""
-    try:
-        mac = macs.normalize_mac(address) if address else None
-    except macs.InvalidMAC:
-        mac = None
-    if mac is not None:
-        found.ports[mac] = PortView(node, *policy)
-    return mac
 
 
 def _batches(keys: Collection[str]) -> Iterator[list[str]]:
