@@ -8,7 +8,6 @@ not a well-formed Ironic notification raises :class:`Malformed` with a short rea
 summary log line.
 """
 
-import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -32,16 +31,16 @@ class Malformed(ValueError):
 
 
 @dataclass(frozen=True)
-class NodeChanged:
-    """A notification saying node ``node_uuid`` (or, for a port event, port ``port_uuid``)
-    may serve other MACs now. Nothing else in the payload is read: not its state, not its
-    timestamp (the publisher's clock), not a port's node."""
+class Hint:
+    """What a notification names, to be read again: a node that may serve other MACs now, or
+    a port. Nothing else in the payload is read: not its state, not its timestamp (the
+    publisher's clock), not a port's node."""
 
-    node_uuid: str | None = None
-    port_uuid: str | None = None
+    nodes: tuple[str, ...] = ()
+    ports: tuple[str, ...] = ()
     #: The port's address as the payload says (a deleted port's, or its new one): only a
-    #: MAC to look up, never trusted. None when absent or not a MAC.
-    address: str | None = None
+    #: MAC to look up, never trusted. Empty when absent or not a MAC.
+    addresses: tuple[str, ...] = ()
 
 
 def relevant(event_type: str) -> bool:
@@ -50,7 +49,7 @@ def relevant(event_type: str) -> bool:
         event_type.startswith(NODE_EVENTS + PORT_EVENTS) and event_type.endswith(".end"))
 
 
-def parse(body: object) -> NodeChanged | None:
+def parse(body: object) -> Hint | None:
     """The node or port a message is about; None for events that cannot change the policy.
 
     ``body`` is the decoded AMQP body: oslo.messaging's envelope ``{"oslo.message": "<json>",
@@ -71,11 +70,11 @@ def parse(body: object) -> NodeChanged | None:
         raise Malformed(f"{event_type}: uuid is not a UUID")
     uuid = uuid.lower()
     if not event_type.startswith(PORT_EVENTS):
-        return NodeChanged(node_uuid=uuid)
-    address = None
-    with contextlib.suppress(macs.InvalidMAC):
-        address = macs.normalize_mac(data.get("address"))
-    return NodeChanged(port_uuid=uuid, address=address)
+        return Hint(nodes=(uuid,))
+    try:
+        return Hint(ports=(uuid,), addresses=(macs.normalize_mac(data.get("address")),))
+    except macs.InvalidMAC:
+        return Hint(ports=(uuid,))
 
 
 def _unwrap(body: object) -> dict:
