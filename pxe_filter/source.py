@@ -157,8 +157,6 @@ class DatabaseSource:
             self.unanswered_since = time.monotonic()
         try:
             result = bounded_read(self.engine, self.read_timeout, read)
-        except DatabaseError:
-            raise
         except (sa.exc.SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
             raise DatabaseError(f"cannot read nodes and ports from "
                                 f"{describe_url(self.engine.url)}: {error_reason(exc)}") \
