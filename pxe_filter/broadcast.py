@@ -35,23 +35,20 @@ def target(server: str | None = None, fanout: bool = False):
                      fanout=fanout)
 
 
-def broadcast(transport, allow: Iterable[str] = (), deny: Iterable[str] = (),
+def broadcast(transport, allow: Collection[str] = (), deny: Collection[str] = (),
               retry: int | None = None) -> None:
     """Fanout-cast ``update_pxe_filters`` to every filter daemon on ``transport``.
 
-    MACs are validated and normalised here too, so a sender bug is reported at its source;
-    raises :class:`pxe_filter.common.macs.InvalidMAC` for the first invalid MAC. ``retry``
-    bounds reconnection attempts (oslo.messaging: None retries forever, 0 never).
+    The MACs are sent as given: the senders validate them (:meth:`FilterNotifier.update`,
+    ``ironic-inspection filters notify``) and every daemon does again. ``retry`` bounds
+    reconnection attempts (oslo.messaging: None retries forever, 0 never).
     """
-    allow_list = [macs.normalize_mac(m) for m in allow]
-    deny_list = [macs.normalize_mac(m) for m in deny]
-    if not allow_list and not deny_list:
+    if not allow and not deny:
         return
     om = oslo_messaging_module()
     client = om.get_rpc_client(transport, target(fanout=True), retry=retry)
-    client.cast({}, METHOD, allow=allow_list, deny=deny_list)
-    LOG.debug("Broadcast %s: allow %d MAC(s), deny %d MAC(s)", METHOD, len(allow_list),
-              len(deny_list))
+    client.cast({}, METHOD, allow=list(allow), deny=list(deny))
+    LOG.debug("Broadcast %s: allow %d MAC(s), deny %d MAC(s)", METHOD, len(allow), len(deny))
 
 
 @dataclass(frozen=True)

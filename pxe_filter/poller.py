@@ -107,5 +107,4 @@ class Poller:
                      " and ".join(gone))
             self.sync.full_sync_due = True
         if found.nodes or found.ports:
-            self.sync.hint(allow=sorted(found.addresses), nodes=found.nodes,
-                           ports=found.ports, origin=POLL)
+            self.sync.hint(nodes=found.nodes, ports=found.ports, origin=POLL)

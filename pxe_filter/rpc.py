@@ -19,14 +19,17 @@ messaging = oslo_messaging_module()
 LOG = logging.getLogger(__name__)
 
 
-class FilterEndpoint:
-    """Takes broadcast allow/deny lists as hints for the local hostsdir."""
+class BroadcastListener:
+    """Takes broadcast allow/deny lists as hints for the local hostsdir, consumed for ``host``
+    on ``url`` once started (its own endpoint: only ``update_pxe_filters`` is exposed);
+    ``after`` runs after each broadcast taken (the daemon counts it)."""
 
     target = messaging.Target(version=broadcast.VERSION)
 
-    def __init__(self, sync: FilterSync, after: Callable[[], None] = lambda: None) -> None:
-        self.sync = sync
-        self.after = after
+    def __init__(self, url: str, host: str, sync: FilterSync,
+                 after: Callable[[], None] = lambda: None) -> None:
+        self.url, self.host, self.sync, self.after = url, host, sync, after
+        self._server = None
 
     @messaging.expose
     def update_pxe_filters(self, context, allow=None, deny=None, **kwargs) -> None:
@@ -41,21 +44,11 @@ class FilterEndpoint:
             # The next full sync repairs whatever this broadcast could not write.
             LOG.exception("Broadcast could not be applied; the next full sync will catch up")
 
-
-class BroadcastListener:
-    """Consumes broadcasts for ``host`` on ``url`` once started; ``after`` runs after each
-    broadcast taken (the daemon counts it)."""
-
-    def __init__(self, url: str, host: str, sync: FilterSync,
-                 after: Callable[[], None] = lambda: None) -> None:
-        self.url, self.host, self.sync, self.after = url, host, sync, after
-        self._server = None
-
     def start(self) -> None:
         """Connect and consume; raises whatever the driver raises."""
         self._server = common_messaging.start_rpc_server(
             common_messaging.get_transport(self.url), broadcast.target(server=self.host),
-            [FilterEndpoint(self.sync, self.after)])
+            [self])
 
     def stop(self) -> None:
         """Stop consuming and wait for in-flight broadcasts; never raises."""

@@ -74,8 +74,6 @@ class Snapshot:
     others: set[str | None] = field(default_factory=set)
     #: Raw addresses of each served node's ports, by node UUID (a few nodes, not all).
     served_by: dict[str, set[str]] = field(default_factory=dict)
-    #: UUID of each served node id.
-    uuids: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,12 +107,11 @@ class Lookup:
 
 @dataclass
 class Changes:
-    """Rows of ``nodes`` and ``ports`` created or updated since a time (:meth:`changes`),
+    """UUIDs of ``nodes`` and ``ports`` created or updated since a time (:meth:`changes`),
     and each table's (rows, highest id, rows above the id given)."""
 
     nodes: set[str] = field(default_factory=set)
     ports: set[str] = field(default_factory=set)
-    addresses: set[str] = field(default_factory=set)
     counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
@@ -143,10 +140,6 @@ class Source(Protocol):
         it), with their nodes, and whether any node is served; raises DatabaseError."""
         ...
 
-    def describe(self) -> str:
-        """Where the rows come from, for log lines (no secrets)."""
-        ...
-
 
 class DatabaseSource:
     """The node/port tables of a database (ours or Ironic's), read-only, bounded in time."""
@@ -164,8 +157,6 @@ class DatabaseSource:
             self.unanswered_since = time.monotonic()
         try:
             result = bounded_read(self.engine, self.read_timeout, read)
-        except DatabaseError:
-            raise
         except (sa.exc.SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
             raise DatabaseError(f"cannot read nodes and ports from "
                                 f"{describe_url(self.engine.url)}: {error_reason(exc)}") \
@@ -265,23 +256,17 @@ def _file_signal(path: str | None) -> object:
 def _changes(conn: sa.Connection, since: Mapping[str, datetime.datetime],
              above: Mapping[str, int]) -> Changes:
     found = Changes()
-    recent: dict[str, list] = {}
     with _transaction(conn):
-        for name, table, columns in (("nodes", _nodes, (_nodes.c.uuid,)),
-                                     ("ports", _ports, (_ports.c.uuid, _ports.c.address))):
+        for name, table, uuids in (("nodes", _nodes, found.nodes),
+                                   ("ports", _ports, found.ports)):
             if name not in since:
                 continue
             rows, top, new = conn.execute(sa.select(
                 sa.func.count(), sa.func.max(table.c.id),
                 sa.func.sum(sa.case((table.c.id > above.get(name, 0), 1), else_=0)))).one()
             found.counts[name] = (rows, top or 0, int(new or 0))
-            recent[name] = conn.execute(sa.select(*columns).where(sa.or_(
-                table.c.updated_at >= since[name], table.c.created_at >= since[name]))).all()
-    found.nodes.update(uuid for uuid, in recent.get("nodes", ()))
-    ports = recent.get("ports", ())
-    found.ports.update(uuid for uuid, _ in ports)
-    # invalid stored addresses are left out: the full sync reports them
-    found.addresses.update(macs.split_valid([address for _, address in ports])[0])
+            uuids.update(conn.execute(sa.select(table.c.uuid).where(sa.or_(
+                table.c.updated_at >= since[name], table.c.created_at >= since[name]))).scalars())
     return found
 
 
@@ -312,30 +297,18 @@ def _lookup(conn: sa.Connection, *, wanted_macs: Collection[str], nodes: Collect
             for chunk in _batches(keys):
                 for address, node, *rest in conn.execute(
                         sa.select(*columns).select_from(joined).where(column.in_(chunk))):
-                    mac = _found_port(found, address, node, _policy(rest, scope))
-                    if mac is not None and node in found.served_nodes:
+                    try:  # invalid stored addresses are skipped: the full sync reports them
+                        mac = macs.normalize_mac(address)
+                    except macs.InvalidMAC:
+                        continue
+                    found.ports[mac] = PortView(node, *_policy(rest, scope))
+                    if node in found.served_nodes:
                         found.served_nodes[node].add(mac)
-        found.any_served = conn.execute(
-            sa.select(_nodes.c.id)
-            .where(_nodes.c.provision_state.in_(sorted(INSPECTION_STATES)),
-                   _nodes.c.inspect_interface.in_(sorted(supported_interfaces)),
-                   *scope_clauses(scope))
-            .limit(1)).first() is not None
+        served = snapshot_queries(scope)[0].where(  # the full sync's candidates
+            _nodes.c.inspect_interface.in_(sorted(supported_interfaces)))
+        found.any_served = conn.execute(served.limit(1)).first() is not None
     found.asked = wanted
     return found
-
-
-def _found_port(found: Lookup, address: str | None, node: str | None,
-                policy: tuple) -> str | None:
-    """Record one port row under its canonical MAC, which is returned (invalid stored
-    addresses are skipped: the full sync reports them)."""
-    try:
-        mac = macs.normalize_mac(address) if address else None
-    except macs.InvalidMAC:
-        mac = None
-    if mac is not None:
-        found.ports[mac] = PortView(node, *policy)
-    return mac
 
 
 def _batches(keys: Collection[str]) -> Iterator[list[str]]:
@@ -400,9 +373,9 @@ def _read_snapshot(conn: sa.Connection, supported_interfaces: Collection[str],
             snap = Snapshot(nodes_on_inspection(
                 ((row[0], *_policy(row[2:], scope)) for row in nodes),
                 supported_interfaces, scope))
-            snap.uuids = {row[0]: row[1] for row in nodes if row[0] in snap.inspecting}
             cursor.execute(_compiled(conn.engine, ports_query))
-            _split_ports(cursor, snap)
+            _split_ports(cursor, snap, {row[0]: row[1] for row in nodes
+                                        if row[0] in snap.inspecting})
         finally:
             cursor.close()
     return snap
@@ -414,8 +387,9 @@ def _compiled(engine: Engine, query: sa.Select) -> str:
     return str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
 
 
-def _split_ports(cursor, snap: Snapshot) -> None:
-    """Sort the port rows into the snapshot's two sets, a chunk at a time.
+def _split_ports(cursor, snap: Snapshot, uuids: dict[int, str]) -> None:
+    """Sort the port rows into the snapshot's two sets, a chunk at a time (``uuids``: the
+    UUID of each served node id).
 
     Addresses are interned: the driver makes a new string per row and per sync, and the
     policy held until the next sync, the hostsdir cache and this snapshot would otherwise
@@ -428,7 +402,7 @@ def _split_ports(cursor, snap: Snapshot) -> None:
             served = [(address, node_id) for address, node_id in rows if node_id in inspecting]
             snap.on_inspection.update(_interned([address for address, _ in served]))
             for address, node_id in served:
-                snap.served_by.setdefault(snap.uuids[node_id], set()).add(address)
+                snap.served_by.setdefault(uuids[node_id], set()).add(address)
             snap.others.update(_interned([address for address, node_id in rows
                                           if node_id not in inspecting]))
         else:

@@ -30,24 +30,20 @@ class NotificationFollower:
         """One message from the bus: parsed and handed over as a hint; never raises."""
         self.counts["received"] += 1
         try:
-            event = notifications.parse(body)
+            hint = notifications.parse(body)
         except notifications.Malformed as exc:
             self._ignore("malformed", str(exc))
             return
-        if event is None:
+        if hint is None:
             self.counts["not relevant"] += 1
             return
         try:
-            if event.port_uuid is not None:
-                if event.address is not None and self.sync.desired is not None \
-                        and self.sync.desired.allow:
-                    # The payload names the new address only: an old one that is served
-                    # is found by a full read (asked for, at most every few seconds).
-                    self.sync.full_sync_due = True
-                self.sync.hint(allow=[event.address] if event.address else (),
-                               ports=[event.port_uuid], origin="Ironic notification")
-            else:
-                self.sync.hint(nodes=[event.node_uuid], origin="Ironic notification")
+            if hint.addresses and self.sync.desired is not None and self.sync.desired.allow:
+                # The payload names a port's new address only: an old one that is served
+                # is found by a full read (asked for, at most every few seconds).
+                self.sync.full_sync_due = True
+            self.sync.hint(hint.addresses, nodes=hint.nodes, ports=hint.ports,
+                           origin="Ironic notification")
         except Exception as exc:  # the bus thread must live on; the next sync catches up
             self._ignore("error", repr(exc))
             return

@@ -201,11 +201,9 @@ class NotificationListener:
                           "delete_queue %s) or restore the previous [pxe_filter] "
                           "notification_queue_* values", self.queue_name, exc, self.queue_name)
                 wait = 30 * RETRY_INTERVAL
-            except ValueError as exc:  # the options cannot work: say so once, retry rarely
-                if not self._failing:
-                    LOG.error("Ironic's notifications cannot be read: %s", exc)
-                self._failing, wait = True, 30 * RETRY_INTERVAL
             except Exception as exc:  # kombu and amqp raise many kinds on a lost broker
+                # (the options cannot fail here: the daemon refused any that cannot work at
+                # start, and none of them is re-read on SIGHUP)
                 if not self._failing:
                     LOG.warning("Ironic's notifications cannot be read (%s); retrying every "
                                 "%.0f s, the periodic sync keeps the files right meanwhile",

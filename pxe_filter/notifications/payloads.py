@@ -8,7 +8,6 @@ not a well-formed Ironic notification raises :class:`Malformed` with a short rea
 summary log line.
 """
 
-import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -25,7 +24,6 @@ NODE_EVENTS = ("baremetal.node.create.", "baremetal.node.update.", "baremetal.no
 PORT_EVENTS = ("baremetal.port.create.", "baremetal.port.update.", "baremetal.port.delete.")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
                    r"[0-9a-fA-F]{12}")
-_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?")
 
 
 class Malformed(ValueError):
@@ -33,18 +31,16 @@ class Malformed(ValueError):
 
 
 @dataclass(frozen=True)
-class NodeChanged:
-    """A notification saying node ``node_uuid`` (or, for a port event, port ``port_uuid``)
-    may serve other MACs now; ``deleted`` is true for a port's or node's deletion. The
-    timestamp is the publisher's clock: checked, never compared."""
+class Hint:
+    """What a notification names, to be read again: a node that may serve other MACs now, or
+    a port. Nothing else in the payload is read: not its state, not its timestamp (the
+    publisher's clock), not a port's node."""
 
-    node_uuid: str
-    timestamp: str
-    port_uuid: str | None = None
-    deleted: bool = False
+    nodes: tuple[str, ...] = ()
+    ports: tuple[str, ...] = ()
     #: The port's address as the payload says (a deleted port's, or its new one): only a
-    #: MAC to look up, never trusted. None when absent or not a MAC.
-    address: str | None = None
+    #: MAC to look up, never trusted. Empty when absent or not a MAC.
+    addresses: tuple[str, ...] = ()
 
 
 def relevant(event_type: str) -> bool:
@@ -53,8 +49,8 @@ def relevant(event_type: str) -> bool:
         event_type.startswith(NODE_EVENTS + PORT_EVENTS) and event_type.endswith(".end"))
 
 
-def parse(body: object) -> NodeChanged | None:
-    """The node a message is about; None for events that cannot change the policy.
+def parse(body: object) -> Hint | None:
+    """The node or port a message is about; None for events that cannot change the policy.
 
     ``body`` is the decoded AMQP body: oslo.messaging's envelope ``{"oslo.message": "<json>",
     "oslo.version": "2.0"}`` or the message itself. Raises :class:`Malformed`.
@@ -69,25 +65,16 @@ def parse(body: object) -> NodeChanged | None:
     data = payload.get("ironic_object.data") if isinstance(payload, dict) else None
     if not isinstance(data, dict):
         raise Malformed(f"{event_type}: payload has no ironic_object.data object")
-    port_event = event_type.startswith(PORT_EVENTS)
-    node_uuid = _uuid(event_type, data, "node_uuid" if port_event else "uuid")
-    timestamp = message.get("timestamp")
-    if not isinstance(timestamp, str) or not _TIMESTAMP.fullmatch(timestamp):
-        raise Malformed(f"{event_type}: timestamp missing or not a date and time")
-    port_uuid = address = None
-    if port_event:
-        port_uuid = _uuid(event_type, data, "uuid")
-        with contextlib.suppress(macs.InvalidMAC):
-            address = macs.normalize_mac(data.get("address"))
-    return NodeChanged(node_uuid, timestamp.replace("T", " "), port_uuid,
-                       ".delete." in event_type, address)
-
-
-def _uuid(event_type: str, data: dict, field: str) -> str:
-    value = data.get(field)
-    if not isinstance(value, str) or not _UUID.fullmatch(value):
-        raise Malformed(f"{event_type}: {field} is not a UUID")
-    return value.lower()
+    uuid = data.get("uuid")
+    if not isinstance(uuid, str) or not _UUID.fullmatch(uuid):
+        raise Malformed(f"{event_type}: uuid is not a UUID")
+    uuid = uuid.lower()
+    if not event_type.startswith(PORT_EVENTS):
+        return Hint(nodes=(uuid,))
+    try:
+        return Hint(ports=(uuid,), addresses=(macs.normalize_mac(data.get("address")),))
+    except macs.InvalidMAC:
+        return Hint(ports=(uuid,))
 
 
 def _unwrap(body: object) -> dict:

@@ -73,7 +73,3 @@ class MemorySource:
                 continue
             (snap.on_inspection if node_id in snap.inspecting else snap.others).add(address)
         return snap
-
-    def describe(self) -> str:
-        """A fixed name."""
-        return "memory"
