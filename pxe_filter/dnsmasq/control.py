@@ -229,7 +229,6 @@ class CommandsControl(Control):
         self.stop_argv = stop_argv
         self.on_exit = on_exit
         self.proc: subprocess.Popen | None = None
-        self.restarts = 0
         self._lock = threading.RLock()
         self._stopping = False
 
@@ -277,7 +276,6 @@ class CommandsControl(Control):
                 self.on_exit(message)
                 try:
                     self._spawn(supervise=False)
-                    self.restarts += 1
                 except ControlError as exc:
                     LOG.error("%s", exc)
                     self.on_exit(str(exc))
@@ -295,12 +293,6 @@ class CommandsControl(Control):
             else:
                 self.proc.send_signal(signal.SIGHUP)
             return RELOADED
-
-    def restart(self) -> None:
-        """Stop the child and start a new one."""
-        with self._lock:
-            super().restart()
-            self.restarts += 1
 
     def halt(self) -> None:
         """Stop the child until :meth:`start`; its supervisor does not restart it."""
@@ -326,11 +318,10 @@ class CommandsControl(Control):
             self.halt()
 
     def describe(self) -> dict[str, object]:
-        """Control name, child pid and whether it runs, restarts so far."""
+        """Control name, child pid and whether it runs (the status file counts restarts)."""
         proc = self.proc
         running = proc is not None and proc.poll() is None
-        return {"control": self.name, "pid": proc.pid if running else None,
-                "running": running, "restarts": self.restarts}
+        return {"control": self.name, "pid": proc.pid if running else None, "running": running}
 
 
 def from_conf(conf: cfg.ConfigOpts, on_exit: Callable[[str], None] = lambda m: None
