@@ -230,7 +230,6 @@ class CommandsControl(Control):
         self.on_exit = on_exit
         self.proc: subprocess.Popen | None = None
         self._lock = threading.RLock()
-        self._stopping = False
 
     def start(self) -> None:
         """Spawn the child and check it survives its first moments."""
@@ -269,8 +268,8 @@ class CommandsControl(Control):
             code = proc.wait()
             time.sleep(_RESTART_DELAY)  # no busy restart loop on a dnsmasq that cannot start
             with self._lock:
-                if self._stopping or self.proc is not proc:
-                    return  # stopped or restarted on purpose
+                if self.proc is not proc:
+                    return  # halted (halt() forgets the child) or restarted on purpose
                 message = f"dnsmasq (pid {proc.pid}) exited with status {code}; restarting it"
                 LOG.error("%s", message)
                 self.on_exit(message)
@@ -313,9 +312,7 @@ class CommandsControl(Control):
 
     def stop(self) -> None:
         """Stop the child for good (the daemon is stopping)."""
-        with self._lock:
-            self._stopping = True
-            self.halt()
+        self.halt()
 
     def describe(self) -> dict[str, object]:
         """Control name, child pid and whether it runs (the status file counts restarts)."""
