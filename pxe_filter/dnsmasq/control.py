@@ -222,8 +222,7 @@ class CommandsControl(Control):
     can_reload = True
 
     def __init__(self, start_argv: list[str], reload_argv: list[str] | None,
-                 stop_argv: list[str] | None,
-                 on_exit: Callable[[str], None] = lambda message: None) -> None:
+                 stop_argv: list[str] | None, on_exit: Callable[[str], None]) -> None:
         self.start_argv = start_argv
         self.reload_argv = reload_argv
         self.stop_argv = stop_argv
@@ -321,8 +320,7 @@ class CommandsControl(Control):
         return {"control": self.name, "pid": proc.pid if running else None, "running": running}
 
 
-def from_conf(conf: cfg.ConfigOpts, on_exit: Callable[[str], None] = lambda m: None
-              ) -> Control:
+def from_conf(conf: cfg.ConfigOpts, on_exit: Callable[[str], None]) -> Control:
     """The control ``[dnsmasq]`` asks for; raises ControlError on a bad combination."""
     opts = conf.dnsmasq
     reload_argv = _split(opts, "reload_command")
