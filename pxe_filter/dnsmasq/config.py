@@ -66,9 +66,9 @@ def find_dnsmasq(binary: str = "dnsmasq") -> str:
     return found
 
 
-def render(settings: DnsmasqSettings, template: str | None = None) -> str:
-    """The configuration text for ``settings`` (validated values only)."""
-    path = find_template(template)
+def render(settings: DnsmasqSettings) -> str:
+    """The configuration text for ``settings`` (validated values only), from their template."""
+    path = find_template(settings.template)
     # Not HTML: autoescaping would corrupt values; injection is prevented by validating
     # every value in settings.from_conf and by the control-character check below.
     env = jinja2.Environment(
@@ -158,14 +158,13 @@ def install(text: str, path: str, binary: str = "dnsmasq") -> bool:
 
 def render_conf(conf: cfg.ConfigOpts) -> str:
     """Validate the ``[dnsmasq]`` options of ``conf`` and render them (nothing written)."""
-    settings = settings_mod.from_conf(conf)
-    return render(settings, conf.dnsmasq.template)
+    return render(settings_mod.from_conf(conf))
 
 
 def install_lease_script(settings: DnsmasqSettings) -> bool:
     """Write the ``dhcp-script`` that reports leases into its existing report directory
     (mode 0755, atomically); True if it changed. Nothing to do without reports."""
-    if not settings.lease_script or not settings.lease_report_dir:
+    if not settings.lease_script:  # set only with a report directory
         return False
     data = leases.script(settings.lease_report_dir).encode()
     return _replace(settings.lease_script, data, 0o755)  # dnsmasq execs it

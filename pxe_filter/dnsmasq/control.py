@@ -222,16 +222,13 @@ class CommandsControl(Control):
     can_reload = True
 
     def __init__(self, start_argv: list[str], reload_argv: list[str] | None,
-                 stop_argv: list[str] | None,
-                 on_exit: Callable[[str], None] = lambda message: None) -> None:
+                 stop_argv: list[str] | None, on_exit: Callable[[str], None]) -> None:
         self.start_argv = start_argv
         self.reload_argv = reload_argv
         self.stop_argv = stop_argv
         self.on_exit = on_exit
         self.proc: subprocess.Popen | None = None
-        self.restarts = 0
         self._lock = threading.RLock()
-        self._stopping = False
 
     def start(self) -> None:
         """Spawn the child and check it survives its first moments."""
@@ -270,14 +267,13 @@ class CommandsControl(Control):
             code = proc.wait()
             time.sleep(_RESTART_DELAY)  # no busy restart loop on a dnsmasq that cannot start
             with self._lock:
-                if self._stopping or self.proc is not proc:
-                    return  # stopped or restarted on purpose
+                if self.proc is not proc:
+                    return  # halted (halt() forgets the child) or restarted on purpose
                 message = f"dnsmasq (pid {proc.pid}) exited with status {code}; restarting it"
                 LOG.error("%s", message)
                 self.on_exit(message)
                 try:
                     self._spawn(supervise=False)
-                    self.restarts += 1
                 except ControlError as exc:
                     LOG.error("%s", exc)
                     self.on_exit(str(exc))
@@ -295,12 +291,6 @@ class CommandsControl(Control):
             else:
                 self.proc.send_signal(signal.SIGHUP)
             return RELOADED
-
-    def restart(self) -> None:
-        """Stop the child and start a new one."""
-        with self._lock:
-            super().restart()
-            self.restarts += 1
 
     def halt(self) -> None:
         """Stop the child until :meth:`start`; its supervisor does not restart it."""
@@ -321,20 +311,16 @@ class CommandsControl(Control):
 
     def stop(self) -> None:
         """Stop the child for good (the daemon is stopping)."""
-        with self._lock:
-            self._stopping = True
-            self.halt()
+        self.halt()
 
     def describe(self) -> dict[str, object]:
-        """Control name, child pid and whether it runs, restarts so far."""
+        """Control name, child pid and whether it runs (the status file counts restarts)."""
         proc = self.proc
         running = proc is not None and proc.poll() is None
-        return {"control": self.name, "pid": proc.pid if running else None,
-                "running": running, "restarts": self.restarts}
+        return {"control": self.name, "pid": proc.pid if running else None, "running": running}
 
 
-def from_conf(conf: cfg.ConfigOpts, on_exit: Callable[[str], None] = lambda m: None
-              ) -> Control:
+def from_conf(conf: cfg.ConfigOpts, on_exit: Callable[[str], None]) -> Control:
     """The control ``[dnsmasq]`` asks for; raises ControlError on a bad combination."""
     opts = conf.dnsmasq
     reload_argv = _split(opts, "reload_command")

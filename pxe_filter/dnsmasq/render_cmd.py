@@ -53,7 +53,7 @@ def _make_directories(values: DnsmasqSettings, path: str, installing: bool) -> N
         if file:
             statedirs.ensure_dir(os.path.dirname(os.path.abspath(file)), statedirs.READABLE,
                                  what)
-    if values.lease_script and values.lease_report_dir:
+    if values.lease_script:
         statedirs.ensure_dir(values.lease_report_dir, statedirs.READABLE,
                              "[dnsmasq]lease_report_dir")
 
@@ -64,19 +64,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         conf = filter_conf.load_for_command(args, PROG)
         values = settings.from_conf(conf)
-        text = config.render(values, conf.dnsmasq.template)
+        text = config.render(values)
         if args.check_only or args.output == "-":
-            config.check(text, conf.dnsmasq.binary)
+            config.check(text, values.binary)
             if args.output == "-":
                 sys.stdout.write(text)
             else:
                 print("dnsmasq configuration is valid (nothing written)")
             return 0
-        path = args.output or conf.dnsmasq.config_file
+        path = args.output or values.config_file
         _make_directories(values, path, installing=not args.output)
         # The script first: the configuration that names it is only installed after.
         script_changed = config.install_lease_script(values)
-        changed = config.install(text, path, conf.dnsmasq.binary) or script_changed
+        changed = config.install(text, path, values.binary) or script_changed
     except ConfigError as exc:
         print(f"{PROG}: configuration error: {exc}", file=sys.stderr)
         return 2
