@@ -1,4 +1,4 @@
-"""Start-up checks of the daemon: the hostsdir, the SQLite file, conflicting options."""
+"""Start-up checks of the daemon: the hostsdir, conflicting options."""
 
 import logging
 import os
@@ -54,14 +54,6 @@ def check_hostsdir(path: str | None) -> str:
                                f"access to it, or check that its file system is not "
                                f"mounted read-only") from None
     return path
-
-
-def check_sqlite_file(url: str) -> None:
-    """Refuse a missing SQLite file: connecting would create an empty database."""
-    path = statedirs.sqlite_file(url)
-    if path is not None and not os.path.exists(path):
-        raise FatalConfigError(f"SQLite database {path} does not exist: create it with "
-                               f"'ironic-inspection dbsync' or fix [database]connection")
 
 
 def warn_conflicts(discovery: bool, deny_unknown: bool) -> None:

@@ -27,10 +27,10 @@ from pxe_filter.checks import (
     FatalConfigError,
     FatalError,
     check_hostsdir,
-    check_sqlite_file,
     warn_conflicts,
 )
-from pxe_filter.common import messaging, prometheus, systemd
+from pxe_filter.common import messaging, prometheus, statedirs, systemd
+from pxe_filter.common.config import ConfigError
 from pxe_filter.common.database import DatabaseError, check_connection, engine_from_conf
 from pxe_filter.common.lifecycle import EXIT_OK, EXIT_RUNTIME, Lifecycle
 from pxe_filter.dnsmasq import control as dnsmasq_control
@@ -130,10 +130,10 @@ def _check_paths(conf: cfg.ConfigOpts, once: bool) -> tuple[str, str, str | None
 
 def _open_source(conf: cfg.ConfigOpts, read_timeout: float) -> DatabaseSource:
     """The database, checked to answer; raises FatalError."""
-    check_sqlite_file(conf.database.connection)
     try:
+        statedirs.require_sqlite_file(conf.database.connection)
         engine = engine_from_conf(conf, read_only=True)
-    except DatabaseError as exc:
+    except (ConfigError, DatabaseError) as exc:
         message = str(exc)
         if "[database]connection" not in message:
             message += ": fix [database]connection"
