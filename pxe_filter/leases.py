@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass
 
 from pxe_filter.common import macs
+from pxe_filter.hostsdir import replace_file
 
 LOG = logging.getLogger(__name__)
 
@@ -145,15 +146,8 @@ class LeaseBook:
             return
         data = json.dumps({mac: {"time": at, "address": address}
                            for mac, (at, address) in self._last.items()}).encode()
-        tmp = f"{self.path}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
+            replace_file(f"{self.path}.tmp", self.path, data)
         except OSError as exc:
             LOG.warning("Cannot save the last DHCP of each MAC to %s: %s", self.path,
                         exc.strerror or exc)
