@@ -29,7 +29,7 @@ MAX_PER_PASS = 2000
 #: Largest report file read; a report is one short line.
 _MAX_REPORT = 512
 #: MACs whose last DHCP is kept (about 150 bytes each).
-DEFAULT_CAPACITY = 100_000
+CAPACITY = 100_000
 
 
 def script(spool: str) -> str:
@@ -119,11 +119,10 @@ def _age(name: str) -> tuple[int, str]:
 
 
 class LeaseBook:
-    """Each MAC's last DHCP (time, address): the newest ``capacity`` kept, saved to ``path``."""
+    """Each MAC's last DHCP (time, address): the newest :data:`CAPACITY` kept, saved to path."""
 
-    def __init__(self, path: str | None, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, path: str | None) -> None:
         self.path = path
-        self.capacity = capacity
         self._last: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
         self._dirty = False
         if path:
@@ -136,7 +135,7 @@ class LeaseBook:
             return
         self._last[lease.mac] = (lease.time, lease.address)
         self._last.move_to_end(lease.mac)
-        while len(self._last) > self.capacity:
+        while len(self._last) > CAPACITY:
             self._last.popitem(last=False)
         self._dirty = True
 
