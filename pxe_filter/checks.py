@@ -30,12 +30,9 @@ def check_hostsdir(path: str | None) -> str:
                                f"the option to the directory itself "
                                f"({os.path.realpath(path)}), which is never followed "
                                f"through a link")
-    if not os.path.lexists(path):
-        # dnsmasq is started after the first sync, so it watches the directory made here.
-        statedirs.ensure_dir(path, statedirs.READABLE, "[pxe_filter]dhcp_hostsdir")
-    if not os.path.isdir(path):
-        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is not a directory: point "
-                               f"it at the directory dnsmasq's --dhcp-hostsdir names")
+    # Made when missing (dnsmasq is started after the first sync, so it watches the directory
+    # made here); refused when something else has the name.
+    statedirs.ensure_dir(path, statedirs.READABLE, "[pxe_filter]dhcp_hostsdir")
     # os.access alone says yes to root on a read-only mount: create and remove a real file.
     probe = os.path.join(path, f".ironic-pxe-filter.probe.{os.getpid()}.tmp")
     try:

@@ -341,27 +341,11 @@ class HostsDir(HostsDirCache):
         except OSError:
             return False
         try:
-            self._write_file(f".{WILDCARD}.tmp", RESERVE, _RESERVE_DATA)
+            replace_file(f".{WILDCARD}.tmp", RESERVE, _RESERVE_DATA, self.dir_fd)
         except OSError as exc:
             LOG.debug("Cannot write %s: %s", RESERVE, exc)
             return False
         return True
-
-    def _write_file(self, tmp: str, final: str, data: bytes) -> int:
-        """Write ``data`` to dotfile ``tmp``, rename it to ``final``; its inode."""
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644, dir_fd=self.dir_fd)
-            try:
-                ino = _fill(fd, data)
-            finally:
-                os.close(fd)
-            os.rename(tmp, final, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=self.dir_fd)
-            raise
-        return ino
 
     def _create(self, name: str, data: bytes) -> int | None:
         """Create MAC file ``name`` holding ``data`` if no entry has that name; its inode.
@@ -408,14 +392,33 @@ class HostsDir(HostsDirCache):
                     self.observer.cancel(name, events)
                     events = RENAME_EVENTS
                     self.observer.expect(name, events)
-                ino = self._write_file(f".{mac if name != WILDCARD else WILDCARD}.tmp", name,
-                                       data)
+                ino = replace_file(f".{mac if name != WILDCARD else WILDCARD}.tmp", name,
+                                   data, self.dir_fd)
         except OSError:
             self.observer.cancel(name, events)
             # Unknown now: the next scan reads the file again and the next sync retries.
             self.drop(name)
             raise
         self._record_write(name, ino, mac, allow)
+
+
+def replace_file(tmp: str, final: str, data: bytes, dir_fd: int | None = None) -> int:
+    """Write ``data`` to the temporary file ``tmp`` (mode 0644), rename it to ``final`` (both
+    relative to ``dir_fd`` when given); its inode. On failure ``tmp`` is removed and the
+    OSError raised. Also writes the daemon's state file and lease book."""
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644, dir_fd=dir_fd)
+        try:
+            ino = _fill(fd, data)
+        finally:
+            os.close(fd)
+        os.rename(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    return ino
 
 
 def _fill(fd: int, data: bytes) -> int:

@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass
 
 from pxe_filter.common import macs
+from pxe_filter.hostsdir import replace_file
 
 LOG = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ MAX_PER_PASS = 2000
 #: Largest report file read; a report is one short line.
 _MAX_REPORT = 512
 #: MACs whose last DHCP is kept (about 150 bytes each).
-DEFAULT_CAPACITY = 100_000
+CAPACITY = 100_000
 
 
 def script(spool: str) -> str:
@@ -118,11 +119,10 @@ def _age(name: str) -> tuple[int, str]:
 
 
 class LeaseBook:
-    """Each MAC's last DHCP (time, address): the newest ``capacity`` kept, saved to ``path``."""
+    """Each MAC's last DHCP (time, address): the newest :data:`CAPACITY` kept, saved to path."""
 
-    def __init__(self, path: str | None, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, path: str | None) -> None:
         self.path = path
-        self.capacity = capacity
         self._last: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
         self._dirty = False
         if path:
@@ -135,7 +135,7 @@ class LeaseBook:
             return
         self._last[lease.mac] = (lease.time, lease.address)
         self._last.move_to_end(lease.mac)
-        while len(self._last) > self.capacity:
+        while len(self._last) > CAPACITY:
             self._last.popitem(last=False)
         self._dirty = True
 
@@ -145,15 +145,8 @@ class LeaseBook:
             return
         data = json.dumps({mac: {"time": at, "address": address}
                            for mac, (at, address) in self._last.items()}).encode()
-        tmp = f"{self.path}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
+            replace_file(f"{self.path}.tmp", self.path, data)
         except OSError as exc:
             LOG.warning("Cannot save the last DHCP of each MAC to %s: %s", self.path,
                         exc.strerror or exc)

@@ -112,13 +112,12 @@ class FilterSync:
                 self.hostsdir.apply_contents(found)
         return len(names)
 
-    def _remove_foreign(self, names: set[str] | None = None) -> int:
-        """Remove the files we did not write (caller holds the lock); how many went."""
+    def _remove_foreign(self, names: set[str] | None = None) -> None:
+        """Remove the files we did not write (caller holds the lock)."""
         failing = bool(self.hostsdir.foreign_failed)
         report = remove_foreign(self.hostsdir, names)
         if (report.reload_needed or report.failed or failing) and self.after_foreign:
             self.after_foreign(report)
-        return len(report.removed) + len(report.neutralised)
 
     def _write(self, changes: Iterable[tuple[str, str, bool]], full: bool = False,
                should_stop: Callable[[], bool] = lambda: False) -> WriteReport:
@@ -204,7 +203,7 @@ class FilterSync:
             result.fenced = self._fence(desired, generation, None)
             self.hostsdir.scan(listing)
             del listing
-            result.foreign = self._remove_foreign()
+            self._remove_foreign()
             self.hostsdir.ensure_reserve()
             # written as computed: 1M tuples at once would be ~70 MB at a first sync's peak
             report = self._write(self.hostsdir.iter_changes(desired), True, self.should_stop)
@@ -376,7 +375,7 @@ class FilterSync:
                     desired.served_by.setdefault(node, set()).add(mac)
             else:
                 result.denied += 1
-        result.fenced = self._fence(desired, generation, read)
+        self._fence(desired, generation, read)
         changes = [(name, mac, want) for mac in read for name in self.hostsdir.names_for(mac)
                    for want in [desired.decision(mac)]
                    if self._differs(name, want, mac in desired.allow or mac in desired.deny)]

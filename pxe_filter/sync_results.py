@@ -19,7 +19,6 @@ class SyncResult:
     interrupted: bool = False
     purged: int = 0
     held: int = 0
-    foreign: int = 0  # files the filter did not write, removed or emptied
     reopened: bool = False  # unknown MACs were closed by a database outage until now
 
     def summary(self) -> str:
@@ -43,4 +42,3 @@ class BroadcastResult:
     written: int = 0
     failed: int = 0
     unknown: int = 0  # MACs the database has no port for: left to the wildcard
-    fenced: int = 0

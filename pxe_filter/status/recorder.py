@@ -8,7 +8,6 @@ full disk it is overwritten in place (padded with spaces, which JSON ignores).
 
 import contextlib
 import datetime
-import errno
 import json
 import logging
 import os
@@ -17,6 +16,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from pxe_filter.hostsdir import replace_file
 
 LOG = logging.getLogger(__name__)
 
@@ -152,21 +153,10 @@ class StatusRecorder:
             text = (json.dumps(self.snapshot(), indent=1, sort_keys=True) + "\n").encode()
             dir_fd = self._dir_fd() if self._dir_fd is not None else None
             final = os.path.basename(self.path) if dir_fd is not None else self.path
-            tmp = f"{final}.{os.getpid()}.tmp"
             try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                             | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
-                try:
-                    os.fchmod(fd, 0o644)
-                    if os.write(fd, text) != len(text):
-                        raise OSError(errno.ENOSPC, "short write")
-                finally:
-                    os.close(fd)
-                os.rename(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                replace_file(f"{final}.{os.getpid()}.tmp", final, text, dir_fd)
                 self._warned = False
             except OSError as exc:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=dir_fd)
                 if _overwrite(final, dir_fd, text):
                     return  # a full disk: what status shows matters most then
                 if not self._warned:
