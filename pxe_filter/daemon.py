@@ -229,7 +229,6 @@ class Daemon:
                                        daemon=True)
         self.poller = Poller(self.source, sync, conf)
         sync.on_broadcast = self._after_broadcast
-        sync.on_read = self._after_read
         sync.on_pending = self.lifecycle.wake
         self.failsafe = FailSafe(sync.hostsdir, self.control, status,
                                  reload_dnsmasq=self._reload_dnsmasq, wake=self.lifecycle.wake)
@@ -411,10 +410,6 @@ class Daemon:
         self.metrics.broadcast(result)
         self.status.broadcast(result)
 
-    def _after_read(self, result: BroadcastResult) -> None:
-        self._reload_beyond_threshold(result)
-        self.metrics.written(result)
-
     def _reload_beyond_threshold(self, result: BroadcastResult) -> None:
         if result.written > self._threshold():
             self._reload_dnsmasq(f"{result.written} files rewritten at once")
@@ -471,7 +466,7 @@ class Daemon:
         if not self.sync.pending or time.monotonic() < self._hints_retry_at:
             return
         try:
-            self.sync.reconcile_pending()
+            result = self.sync.reconcile_pending()
         except DatabaseError as exc:
             self._hints_retry_at = time.monotonic() + HINT_RETRY
             # Once per outage: the retries every second would flood the log.
@@ -483,6 +478,9 @@ class Daemon:
         if self._hints_failing:
             LOG.info("Hinted MACs read: the database answers again")
             self._hints_failing = False
+        if result is not None:
+            self._reload_beyond_threshold(result)
+            self.metrics.written(result)
         if self.sync.closed_unknown is not None:
             self.sync.full_sync_due = True  # the database answers again: reopen soon
 

@@ -72,10 +72,9 @@ class FilterSync:
         self._reload_reason: str | None = None
         #: Called (without the lock) when hints wait to be read: wakes the writer loop.
         self.on_pending: Callable[[], None] = lambda: None
-        #: Called with every hint's BroadcastResult, outside the lock (status, threshold
-        #: reload), and with every lookup's (``on_read``: metrics, threshold reload).
+        #: Called with every hint's BroadcastResult, outside the lock (status, metrics,
+        #: threshold reload).
         self.on_broadcast: Callable[[BroadcastResult], None] | None = None
-        self.on_read: Callable[[BroadcastResult], None] | None = None
         #: Called under the lock after every batch of writes, with whether the batch
         #: covered the whole policy (the fail-safe: reloads or stops dnsmasq when a denial
         #: is not on disk, starts it again once every denial is).
@@ -343,8 +342,6 @@ class FilterSync:
                  "denied, %d left to the wildcard; %d file(s) written, %d failed",
                  len(wanted), len(nodes), len(ports), result.allowed, result.denied,
                  result.unknown, result.written, result.failed)
-        if self.on_read is not None:
-            self.on_read(result)
         return result
 
     def _apply_lookup(self, found: Lookup, wanted: set[str], generation: int,
