@@ -427,19 +427,15 @@ class FilterSync:
 
 
     # -- self-healing (pxe_filter.selfheal drives these) -------------------------------
-    def repair(self, names: Iterable[str], content_changed: Collection[str] = (),
-               wait: bool = True) -> list[str] | None:
+    def repair(self, names: Iterable[str], content_changed: Collection[str] = ()) -> list[str]:
         """Put files changed by someone else back to the held policy; the repaired names.
 
         ``names`` had directory events; those in ``content_changed`` were written in place
         (their inode says nothing). Our own writes are recognised by the inode we recorded
         when renaming them into place, deletions of ours by the name being forgotten.
-        Without ``wait``, returns None at once if a sync or broadcast holds the hostsdir.
         """
         repaired: list[str] = []
-        if not self._lock.acquire(blocking=wait):
-            return None
-        try:
+        with self._lock:
             if self.desired is None:
                 return repaired
             foreign = {name for name in names if self.hostsdir.seen_foreign(name)}
@@ -459,8 +455,6 @@ class FilterSync:
                             "allow" if want else "deny")
                 if self._write([(name, mac, want)]).written:
                     repaired.append(name)
-        finally:
-            self._lock.release()
         return repaired
 
     def _want(self, name: str, mac: str) -> bool:
