@@ -543,8 +543,8 @@ class Daemon:
         self.status.error(f"dnsmasq served denied MAC {mac} ({lease.address}); closed",
                           write=True)
         try:
-            self.sync.close(mac, reload=lambda: self._reload_dnsmasq(
-                f"a lease to denied MAC {mac}"))
+            self.sync.close(mac)
+            self._reload_dnsmasq(f"a lease to denied MAC {mac}")  # it keeps what it read
         except OSError as exc:
             LOG.error("Cannot close %s: %s", mac, exc.strerror or exc)
 

@@ -304,16 +304,12 @@ class FilterSync:
                     changes.append((name, mac, False))
         return self._write(changes)
 
-    def close(self, mac: str, reload: Callable[[], object] | None = None) -> bool:
-        """Deny ``mac`` now, whatever the files say (a lease it should not have had), and
-        make dnsmasq forget what it read; True if the file was rewritten."""
+    def close(self, mac: str) -> None:
+        """Deny ``mac`` now, whatever the files say (a lease it should not have had)."""
         with self._lock:
-            report = self._close_now({mac}, rewrite=True)
+            self._close_now({mac}, rewrite=True)
             self._macs.add(mac)
         self.on_pending()
-        if reload is not None:
-            reload()
-        return bool(report.written)
 
     def reconcile_pending(self) -> BroadcastResult | None:
         """Read the hinted MACs, nodes and ports from the database and write what it says;
