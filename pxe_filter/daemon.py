@@ -90,19 +90,6 @@ class Options:
             raise FatalConfigError(f"invalid configuration: {exc}") from None
 
 
-class _Off:
-    """A part that does not run (no [DEFAULT]transport_url, or --once)."""
-
-    def start(self) -> None:
-        """Nothing to start."""
-
-    def rewatch(self, path: str) -> None:
-        """Nothing to watch."""
-
-    def stop(self) -> None:
-        """Nothing to stop."""
-
-
 def _check_paths(conf: cfg.ConfigOpts, once: bool) -> tuple[str, str, str | None, str | None]:
     """(hostsdir, state file, broadcast URL, notification URL), checked; raises FatalError."""
     try:
@@ -202,7 +189,7 @@ class Daemon:
             self.metrics.registry, conf.pxe_filter.prometheus_host,
             0 if once else conf.pxe_filter.prometheus_port)
         #: Follows Ironic's notifications when [pxe_filter]ironic_notifications is on.
-        self.notification_listener: NotificationListener | _Off = _Off()
+        self.notification_listener: NotificationListener | None = None
         if notification_url:
             follower = NotificationFollower(sync)
             self.notification_listener = NotificationListener(
@@ -210,7 +197,7 @@ class Daemon:
                 follower.handle, expires=conf.pxe_filter.notification_queue_expires,
                 max_length=conf.pxe_filter.notification_queue_max_length)
             status.notification_counts = lambda: dict(follower.counts)
-        self.listener = _Off()
+        self.listener = None  # no [DEFAULT]transport_url, or --once
         if transport_url:
             from pxe_filter import rpc  # noqa: PLC0415 - oslo.messaging only when configured
 
@@ -237,7 +224,7 @@ class Daemon:
         self.healer = SelfHealer(sync.hostsdir.path, sync, self.control, status,
                                  reload_dnsmasq=self._reload_dnsmasq,
                                  threshold=self._threshold, wake=self.lifecycle.wake)
-        self.watcher = _Off()
+        self.watcher: HostsdirWatcher | None = None  # --once
         if not once:
             # Watching before the first sync: nothing changed meanwhile goes unnoticed. Our
             # own renames are announced to it, and it drains the queue as we write.
@@ -272,12 +259,13 @@ class Daemon:
             raise FatalError(self.failsafe.fatal)
         if self.once or self.lifecycle.stopping:
             return EXIT_RUNTIME if result.failed else EXIT_OK
-        self.watcher.start()
+        self.watcher.start()  # there is one: not --once
         self._guard.start()
         self._start_dnsmasq()
         if not self.lifecycle.stopping:
             self._start_listener()
-            self.notification_listener.start()
+            if self.notification_listener is not None:
+                self.notification_listener.start()
         return (f"{result.allowed} MAC(s) allowed, {result.denied} denied, unknown "
                 f"{'allowed' if result.unknown_allowed else 'denied'}")
 
@@ -322,14 +310,14 @@ class Daemon:
             LOG.info("dnsmasq started or reloaded after the first sync (%s)", self.control.name)
 
     def _start_listener(self) -> None:
+        if self.listener is None:
+            return
         try:
             self.listener.start()
         except Exception as exc:  # driver-specific exception types
             raise FatalError(f"cannot listen for broadcasts on [DEFAULT]transport_url: "
                              f"{exc}") from None
-        if not isinstance(self.listener, _Off):
-            LOG.info("Listening for update_pxe_filters broadcasts as server %s",
-                     self.conf.host)
+        LOG.info("Listening for update_pxe_filters broadcasts as server %s", self.conf.host)
 
     # -- dnsmasq -----------------------------------------------------------------------
     def _reload_dnsmasq(self, reason: str) -> bool:
@@ -626,13 +614,15 @@ class Daemon:
 
     def shutdown(self) -> None:
         """Stop serving broadcasts and watching, stop a dnsmasq we run, release the lock."""
-        self.notification_listener.stop()
-        self.listener.stop()
+        for consumer in (self.notification_listener, self.listener):
+            if consumer is not None:
+                consumer.stop()
         self._guard_stop.set()
         if self._guard.is_alive():
             self._guard.join(5)
         self.lease_book.save()
-        self.watcher.stop()
+        if self.watcher is not None:
+            self.watcher.stop()
         self.control.stop()
         self.metrics_server.stop()
         if self.status.data.get("ready"):
