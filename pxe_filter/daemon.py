@@ -415,9 +415,8 @@ class Daemon:
                                     self.poller.wait(),
                                     None if next_sync is None else max(next_sync - now, 0))
                         if t is not None]
-            hints_due = self.sync.pending and now >= self._hints_retry_at
-            if not self.healer.lost and not hints_due:
-                life.wait(min(timeouts))
+            # New hints and a lost hostsdir end the wait at once (on_pending, on_lost wake).
+            life.wait(min(timeouts))
             if life.stopping:
                 break
             if self.failsafe.fatal:
