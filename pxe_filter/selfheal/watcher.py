@@ -171,5 +171,3 @@ class HostsdirWatcher:
                 self._names.add(name)
                 if mask & _CONTENT_EVENTS:
                     self._content.add(name)
-        if self._lost or self._overflow:
-            self._names, self._content = set(), set()
