@@ -554,6 +554,7 @@ class Daemon:
                       "file and send SIGHUP again", exc)
             return period
         self.options = options
+        self.source.read_timeout = options.read_timeout
         self.sync.settings = options.settings
         self.sync.reread_files()
         LOG.info("Serving %s", options.settings.scope.describe())
