@@ -468,8 +468,6 @@ class Daemon:
         if result is not None:
             self._reload_beyond_threshold(result)
             self.metrics.written(result)
-        if self.sync.closed_unknown is not None:
-            self.sync.full_sync_due = True  # the database answers again: reopen soon
 
     def _reload_if_foreign(self) -> None:
         reason = self.sync.take_reload_reason()
