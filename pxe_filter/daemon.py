@@ -89,19 +89,6 @@ class Options:
             raise FatalConfigError(f"invalid configuration: {exc}") from None
 
 
-class _Off:
-    """A part that does not run (no [DEFAULT]transport_url, or --once)."""
-
-    def start(self) -> None:
-        """Nothing to start."""
-
-    def rewatch(self, path: str) -> None:
-        """Nothing to watch."""
-
-    def stop(self) -> None:
-        """Nothing to stop."""
-
-
 def _check_paths(conf: cfg.ConfigOpts, once: bool) -> tuple[str, str, str | None, str | None]:
     """(hostsdir, state file, broadcast URL, notification URL), checked; raises FatalError."""
     try:
@@ -200,7 +187,7 @@ class Daemon:
             self.metrics.registry, conf.pxe_filter.prometheus_host,
             0 if once else conf.pxe_filter.prometheus_port)
         #: Follows Ironic's notifications when [pxe_filter]ironic_notifications is on.
-        self.notification_listener: NotificationListener | _Off = _Off()
+        self.notification_listener: NotificationListener | None = None
         if notification_url:
             follower = NotificationFollower(sync)
             self.notification_listener = NotificationListener(
@@ -208,7 +195,7 @@ class Daemon:
                 follower.handle, expires=conf.pxe_filter.notification_queue_expires,
                 max_length=conf.pxe_filter.notification_queue_max_length)
             status.notification_counts = lambda: dict(follower.counts)
-        self.listener = _Off()
+        self.listener = None  # no [DEFAULT]transport_url, or --once
         if transport_url:
             from pxe_filter import rpc  # noqa: PLC0415 - oslo.messaging only when configured
 
@@ -227,7 +214,6 @@ class Daemon:
                                        daemon=True)
         self.poller = Poller(self.source, sync, conf)
         sync.on_broadcast = self._after_broadcast
-        sync.on_read = self._after_read
         sync.on_pending = self.lifecycle.wake
         self.failsafe = FailSafe(sync.hostsdir, self.control, status,
                                  reload_dnsmasq=self._reload_dnsmasq, wake=self.lifecycle.wake)
@@ -236,7 +222,7 @@ class Daemon:
         self.healer = SelfHealer(sync.hostsdir.path, sync, self.control, status,
                                  reload_dnsmasq=self._reload_dnsmasq,
                                  threshold=self._threshold, wake=self.lifecycle.wake)
-        self.watcher = _Off()
+        self.watcher: HostsdirWatcher | None = None  # --once
         if not once:
             # Watching before the first sync: nothing changed meanwhile goes unnoticed. Our
             # own renames are announced to it, and it drains the queue as we write.
@@ -271,12 +257,13 @@ class Daemon:
             raise FatalError(self.failsafe.fatal)
         if self.once or self.lifecycle.stopping:
             return EXIT_RUNTIME if result.failed else EXIT_OK
-        self.watcher.start()
+        self.watcher.start()  # there is one: not --once
         self._guard.start()
         self._start_dnsmasq()
         if not self.lifecycle.stopping:
             self._start_listener()
-            self.notification_listener.start()
+            if self.notification_listener is not None:
+                self.notification_listener.start()
         return (f"{result.allowed} MAC(s) allowed, {result.denied} denied, unknown "
                 f"{'allowed' if result.unknown_allowed else 'denied'}")
 
@@ -321,14 +308,14 @@ class Daemon:
             LOG.info("dnsmasq started or reloaded after the first sync (%s)", self.control.name)
 
     def _start_listener(self) -> None:
+        if self.listener is None:
+            return
         try:
             self.listener.start()
         except Exception as exc:  # driver-specific exception types
             raise FatalError(f"cannot listen for broadcasts on [DEFAULT]transport_url: "
                              f"{exc}") from None
-        if not isinstance(self.listener, _Off):
-            LOG.info("Listening for update_pxe_filters broadcasts as server %s",
-                     self.conf.host)
+        LOG.info("Listening for update_pxe_filters broadcasts as server %s", self.conf.host)
 
     # -- dnsmasq -----------------------------------------------------------------------
     def _reload_dnsmasq(self, reason: str) -> bool:
@@ -409,10 +396,6 @@ class Daemon:
         self.metrics.broadcast(result)
         self.status.broadcast(result)
 
-    def _after_read(self, result: BroadcastResult) -> None:
-        self._reload_beyond_threshold(result)
-        self.metrics.written(result)
-
     def _reload_beyond_threshold(self, result: BroadcastResult) -> None:
         if result.written > self._threshold():
             self._reload_dnsmasq(f"{result.written} files rewritten at once")
@@ -430,9 +413,8 @@ class Daemon:
                                     self.poller.wait(),
                                     None if next_sync is None else max(next_sync - now, 0))
                         if t is not None]
-            hints_due = self.sync.pending and now >= self._hints_retry_at
-            if not self.healer.lost and not hints_due:
-                life.wait(min(timeouts))
+            # New hints and a lost hostsdir end the wait at once (on_pending, on_lost wake).
+            life.wait(min(timeouts))
             if life.stopping:
                 break
             if self.failsafe.fatal:
@@ -469,7 +451,7 @@ class Daemon:
         if not self.sync.pending or time.monotonic() < self._hints_retry_at:
             return
         try:
-            self.sync.reconcile_pending()
+            result = self.sync.reconcile_pending()
         except DatabaseError as exc:
             self._hints_retry_at = time.monotonic() + HINT_RETRY
             # Once per outage: the retries every second would flood the log.
@@ -481,8 +463,9 @@ class Daemon:
         if self._hints_failing:
             LOG.info("Hinted MACs read: the database answers again")
             self._hints_failing = False
-        if self.sync.closed_unknown is not None:
-            self.sync.full_sync_due = True  # the database answers again: reopen soon
+        if result is not None:
+            self._reload_beyond_threshold(result)
+            self.metrics.written(result)
 
     def _reload_if_foreign(self) -> None:
         reason = self.sync.take_reload_reason()
@@ -543,8 +526,8 @@ class Daemon:
         self.status.error(f"dnsmasq served denied MAC {mac} ({lease.address}); closed",
                           write=True)
         try:
-            self.sync.close(mac, reload=lambda: self._reload_dnsmasq(
-                f"a lease to denied MAC {mac}"))
+            self.sync.close(mac)
+            self._reload_dnsmasq(f"a lease to denied MAC {mac}")  # it keeps what it read
         except OSError as exc:
             LOG.error("Cannot close %s: %s", mac, exc.strerror or exc)
 
@@ -567,6 +550,7 @@ class Daemon:
                       "file and send SIGHUP again", exc)
             return period
         self.options = options
+        self.source.read_timeout = options.read_timeout
         self.sync.settings = options.settings
         self.sync.reread_files()
         LOG.info("Serving %s", options.settings.scope.describe())
@@ -626,13 +610,15 @@ class Daemon:
 
     def shutdown(self) -> None:
         """Stop serving broadcasts and watching, stop a dnsmasq we run, release the lock."""
-        self.notification_listener.stop()
-        self.listener.stop()
+        for consumer in (self.notification_listener, self.listener):
+            if consumer is not None:
+                consumer.stop()
         self._guard_stop.set()
         if self._guard.is_alive():
             self._guard.join(5)
         self.lease_book.save()
-        self.watcher.stop()
+        if self.watcher is not None:
+            self.watcher.stop()
         self.control.stop()
         self.metrics_server.stop()
         if self.status.data.get("ready"):

@@ -72,10 +72,9 @@ class FilterSync:
         self._reload_reason: str | None = None
         #: Called (without the lock) when hints wait to be read: wakes the writer loop.
         self.on_pending: Callable[[], None] = lambda: None
-        #: Called with every hint's BroadcastResult, outside the lock (status, threshold
-        #: reload), and with every lookup's (``on_read``: metrics, threshold reload).
+        #: Called with every hint's BroadcastResult, outside the lock (status, metrics,
+        #: threshold reload).
         self.on_broadcast: Callable[[BroadcastResult], None] | None = None
-        self.on_read: Callable[[BroadcastResult], None] | None = None
         #: Called under the lock after every batch of writes, with whether the batch
         #: covered the whole policy (the fail-safe: reloads or stops dnsmasq when a denial
         #: is not on disk, starts it again once every denial is).
@@ -304,16 +303,12 @@ class FilterSync:
                     changes.append((name, mac, False))
         return self._write(changes)
 
-    def close(self, mac: str, reload: Callable[[], object] | None = None) -> bool:
-        """Deny ``mac`` now, whatever the files say (a lease it should not have had), and
-        make dnsmasq forget what it read; True if the file was rewritten."""
+    def close(self, mac: str) -> None:
+        """Deny ``mac`` now, whatever the files say (a lease it should not have had)."""
         with self._lock:
-            report = self._close_now({mac}, rewrite=True)
+            self._close_now({mac}, rewrite=True)
             self._macs.add(mac)
         self.on_pending()
-        if reload is not None:
-            reload()
-        return bool(report.written)
 
     def reconcile_pending(self) -> BroadcastResult | None:
         """Read the hinted MACs, nodes and ports from the database and write what it says;
@@ -342,8 +337,6 @@ class FilterSync:
                  "denied, %d left to the wildcard; %d file(s) written, %d failed",
                  len(wanted), len(nodes), len(ports), result.allowed, result.denied,
                  result.unknown, result.written, result.failed)
-        if self.on_read is not None:
-            self.on_read(result)
         return result
 
     def _apply_lookup(self, found: Lookup, wanted: set[str], generation: int,
@@ -429,19 +422,15 @@ class FilterSync:
 
 
     # -- self-healing (pxe_filter.selfheal drives these) -------------------------------
-    def repair(self, names: Iterable[str], content_changed: Collection[str] = (),
-               wait: bool = True) -> list[str] | None:
+    def repair(self, names: Iterable[str], content_changed: Collection[str] = ()) -> list[str]:
         """Put files changed by someone else back to the held policy; the repaired names.
 
         ``names`` had directory events; those in ``content_changed`` were written in place
         (their inode says nothing). Our own writes are recognised by the inode we recorded
         when renaming them into place, deletions of ours by the name being forgotten.
-        Without ``wait``, returns None at once if a sync or broadcast holds the hostsdir.
         """
         repaired: list[str] = []
-        if not self._lock.acquire(blocking=wait):
-            return None
-        try:
+        with self._lock:
             if self.desired is None:
                 return repaired
             foreign = {name for name in names if self.hostsdir.seen_foreign(name)}
@@ -461,8 +450,6 @@ class FilterSync:
                             "allow" if want else "deny")
                 if self._write([(name, mac, want)]).written:
                     repaired.append(name)
-        finally:
-            self._lock.release()
         return repaired
 
     def _want(self, name: str, mac: str) -> bool:

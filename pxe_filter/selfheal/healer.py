@@ -46,14 +46,14 @@ class SelfHealer:
         #: Why the watcher reported the hostsdir gone: :meth:`check_hostsdir` is due.
         self.lost: str | None = None
 
-    def repair(self, names: set[str], content: set[str], wait: bool) -> list[str] | None:
+    def repair(self, names: set[str], content: set[str]) -> list[str]:
         """Put the named files back to the policy (the watcher's callback)."""
         if self.lost is not None or self.sync.hostsdir.swapped() is not None:
             return []  # the directory held is no longer the hostsdir: check_hostsdir decides
-        repaired = self.sync.repair(names, content, wait)
-        if repaired and len(repaired) > self._threshold():
+        repaired = self.sync.repair(names, content)
+        if len(repaired) > self._threshold():
             self._reload_dnsmasq(f"{len(repaired)} files were repaired")
-        self.status.repaired(repaired or [])
+        self.status.repaired(repaired)
         return repaired
 
     def on_overflow(self) -> None:

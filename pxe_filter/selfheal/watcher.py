@@ -39,8 +39,8 @@ _OWN_EVENTS = flags.MOVED_TO | flags.CREATE | flags.MODIFY | flags.CLOSE_WRITE
 #: Writes between two drains: 5 events each at most, well below the 16384-event queue.
 DRAIN_EVERY = 1000
 
-#: repair(names, content_changed, wait) -> repaired names, or None when it could not wait.
-RepairFunc = Callable[[set[str], set[str], bool], list[str] | None]
+#: repair(names, content_changed) -> the names repaired.
+RepairFunc = Callable[[set[str], set[str]], list[str]]
 
 
 class HostsdirWatcher:
@@ -148,7 +148,7 @@ class HostsdirWatcher:
                         "re-reading every file")
             self.on_overflow()
         elif names:
-            self.repair(names, content, True)
+            self.repair(names, content)
 
     def _collect(self) -> None:
         """Move queued events into the pending sets (caller holds ``_wd_lock``)."""
@@ -171,5 +171,3 @@ class HostsdirWatcher:
                 self._names.add(name)
                 if mask & _CONTENT_EVENTS:
                     self._content.add(name)
-        if self._lost or self._overflow:
-            self._names, self._content = set(), set()

@@ -246,9 +246,9 @@ def test_own_bulk_writes_drain_the_queue_and_a_foreign_edit_among_them_is_repair
 
     sync = FilterSync(DatabaseSource(engine), str(hostsdir), should_stop=should_stop)
 
-    def repair(names, content, wait):
-        done = sync.repair(names, content, wait)
-        repaired.extend(done or [])
+    def repair(names, content):
+        done = sync.repair(names, content)
+        repaired.extend(done)
         return done
 
     watcher = selfheal.HostsdirWatcher(str(hostsdir), repair, lambda: overflows.append(1),

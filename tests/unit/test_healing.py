@@ -61,7 +61,7 @@ def parts(tmp_path):
 def test_repair_puts_a_foreign_edit_back_and_records_it(parts):
     healer, hostsdir, _, status, reloads, _ = parts
     (hostsdir / DENIED).write_text(f"{DENIED}\n")  # someone opened a denied MAC
-    assert healer.repair({DENIED}, {DENIED}, wait=True) == [DENIED]
+    assert healer.repair({DENIED}, {DENIED}) == [DENIED]
     assert (hostsdir / DENIED).read_text() == f"{DENIED},ignore\n"
     assert status.data["repaired"] == 1 and reloads == []
 
@@ -70,7 +70,7 @@ def test_repairs_beyond_the_threshold_reload_dnsmasq(parts):
     healer, hostsdir, _, _, reloads, _ = parts
     (hostsdir / DENIED).unlink()
     (hostsdir / ALLOWED).write_text(f"{ALLOWED},ignore\n")
-    assert sorted(healer.repair({DENIED, ALLOWED}, {ALLOWED}, wait=True)) == \
+    assert sorted(healer.repair({DENIED, ALLOWED}, {ALLOWED})) == \
         sorted([DENIED, ALLOWED])
     assert reloads == ["2 files were repaired"]
 

@@ -13,7 +13,7 @@ M1, M2, M3 = "52:54:00:00:21:01", "52:54:00:00:21:02", "52:54:00:00:21:03"
 def _watched(tmp_path) -> tuple[HostsDir, HostsdirWatcher, list[tuple[set[str], set[str]]]]:
     calls: list[tuple[set[str], set[str]]] = []
 
-    def repair(names: set[str], content: set[str], wait: bool) -> list[str]:
+    def repair(names: set[str], content: set[str]) -> list[str]:
         calls.append((set(names), set(content)))
         return []
 
