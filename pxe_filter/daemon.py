@@ -562,7 +562,8 @@ class Daemon:
         limit, on a thread of its own: a read hung in the main loop cannot hold it up."""
         while not self._guard_stop.wait(1.0):
             limit, down = self.options.outage_deny_unknown, self.source.unanswered_for()
-            if limit and down >= limit:
+            # Once per outage: a full sync, which needs the database, ends it.
+            if limit and down >= limit and self.sync.closed_unknown is None:
                 self._close_unknown_after_outage(down)
 
     def _close_unknown_after_outage(self, down: float) -> None:

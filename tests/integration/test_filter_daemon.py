@@ -476,6 +476,9 @@ def test_long_database_outage_denies_unknown_macs_until_it_answers(pg_url, tmp_p
             # Known MACs keep their last verdict.
             assert read(hostsdir, M1) == f"{M1}\n"
             assert read(hostsdir, M2) == f"{M2},ignore\n"
+            time.sleep(3)  # the outage goes on: said once, not once a second
+            assert daemon.log_text().count("MACs of no port are denied until") == 1, \
+                daemon.log_text()
             proxy.start()
             wait_content(hostsdir, WILDCARD, ALLOW_ALL, timeout=10)
             daemon.wait_log("The database answers again: unknown MACs follow the policy")
