@@ -59,7 +59,8 @@ USAGE = ("%(prog)s [-h] [--config-file PATH] [--config-dir DIR] [--version] [--o
          "[--debug]\n"
          "       %(prog)s render-dnsmasq-config [-h] [--config-file PATH] [--output PATH] "
          "[--check-only]\n"
-         "       %(prog)s status [-h] [--config-file PATH] [--format {human,json}]")
+         "       %(prog)s status [-h] [--config-file PATH] [--format {human,json}]\n"
+         "       %(prog)s explain [-h] [--config-file PATH] [--format {human,json}] MAC")
 
 
 def build_parser() -> argparse.ArgumentParser:

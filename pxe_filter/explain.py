@@ -110,10 +110,11 @@ def explain(conf: cfg.ConfigOpts, mac: str) -> dict:
     served, entry = what_dnsmasq_does(own, wildcard)
     status_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
     try:
-        with open(status_path) as stream:
-            running, verdict = status_cmd.assess(json.load(stream))
-    except (OSError, ValueError):
+        running, verdict = status_cmd.assess(status_cmd.load(status_path))
+    except FileNotFoundError:
         running, verdict = False, "not running (no state file)"
+    except (OSError, ValueError) as exc:
+        running, verdict = False, f"unknown: cannot read the state file {status_path} ({exc})"
     try:
         allowed, reason, view = database_reason(conf, mac, policy.Settings.from_conf(conf))
     except DatabaseError as exc:

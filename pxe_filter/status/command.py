@@ -46,6 +46,15 @@ def _pid_alive(pid: object) -> bool:
     return b"ironic-pxe-filter" in cmdline or b"pxe_filter" in cmdline
 
 
+def load(path: str) -> dict:
+    """The state file's content; raises OSError, or ValueError if it is not a JSON object."""
+    with open(path) as stream:
+        data = json.load(stream)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
+
+
 def assess(data: dict) -> tuple[bool, str]:
     """(running, one-line verdict) for a state file's content."""
     pid = data.get("pid")
@@ -130,10 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: configuration error: {exc}", file=sys.stderr)
         return 2
     try:
-        with open(path) as stream:
-            data = json.load(stream)
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
+        data = load(path)
     except FileNotFoundError:
         message = (f"ironic-pxe-filter is not running, or has not finished its first sync: "
                    f"no state file {path}")

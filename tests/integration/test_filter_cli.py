@@ -9,6 +9,7 @@ import pytest
 
 from inspection.db import migration
 from pxe_filter.common.database import create_engine
+from pxe_filter.status.recorder import STATE_NAME
 from tests.support.daemon import start_filter
 from tests.support.filter_nodes import add_node
 
@@ -50,9 +51,19 @@ def test_unknown_command_lists_every_command():
     assert done.returncode == 2
     usage = done.stderr.split("error:")[0]
     for command in ("ironic-pxe-filter [-h]", "ironic-pxe-filter render-dnsmasq-config",
-                    "ironic-pxe-filter status"):
+                    "ironic-pxe-filter status", "ironic-pxe-filter explain"):
         assert command in usage
     assert "unknown command 'frobnicate'" in done.stderr
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", "{not json"])
+def test_explain_answers_beside_a_broken_state_file(synced, content):
+    (synced.parent / "hosts" / STATE_NAME).write_text(content)
+    done = subprocess.run([FILTER, "explain", "52:54:00:0b:00:01", "--config-file",
+                           str(synced)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "dnsmasq will ALLOW it" in done.stdout
+    assert "filter daemon:  unknown: cannot read the state file" in done.stdout
 
 
 def test_help_shows_the_real_host_default():
