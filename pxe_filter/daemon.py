@@ -205,7 +205,8 @@ class Daemon:
         #: dnsmasq's lease reports (None: not watched) and each MAC's last DHCP.
         self.lease_spool = None if once else (conf.dnsmasq.lease_report_dir or None)
         self.lease_book = leases.LeaseBook(
-            leases.book_path(state_path) if self.lease_spool else None)
+            leases.book_path(state_path) if self.lease_spool else None,
+            dir_fd=None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd))
         self._warned_purge = False
         self._lease_saved = self._hints_retry_at = self._due_sync_at = 0.0
         self._hints_failing = False

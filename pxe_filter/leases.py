@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pxe_filter.common import macs
@@ -121,8 +122,11 @@ def _age(name: str) -> tuple[int, str]:
 class LeaseBook:
     """Each MAC's last DHCP (time, address): the newest :data:`CAPACITY` kept, saved to path."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, dir_fd: Callable[[], int] | None = None) -> None:
         self.path = path
+        #: The held hostsdir's descriptor when the book is a dotfile in it: saved relative
+        #: to the directory the daemon holds, never through a path swapped meanwhile.
+        self._dir_fd = dir_fd
         self._last: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
         self._dirty = False
         if path:
@@ -145,8 +149,10 @@ class LeaseBook:
             return
         data = json.dumps({mac: {"time": at, "address": address}
                            for mac, (at, address) in self._last.items()}).encode()
+        dir_fd = self._dir_fd() if self._dir_fd is not None else None
+        final = os.path.basename(self.path) if dir_fd is not None else self.path
         try:
-            replace_file(f"{self.path}.tmp", self.path, data)
+            replace_file(f"{final}.tmp", final, data, dir_fd)
         except OSError as exc:
             LOG.warning("Cannot save the last DHCP of each MAC to %s: %s", self.path,
                         exc.strerror or exc)
