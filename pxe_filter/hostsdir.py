@@ -153,7 +153,7 @@ class HostsDir(HostsDirCache):
                 (self.odd_names, None, desired.allow, desired.deny)):
             for name in names - first - then:
                 mac = self.aliases.get(name, name)
-                want = desired.unknown_allowed if name == WILDCARD else desired.decision(mac)
+                want = desired.decision(mac)
                 if state is not want:
                     (deny_others if not want else allow_others).append((name, mac, want))
         if self._lookup(WILDCARD) is None:

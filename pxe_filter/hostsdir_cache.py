@@ -401,8 +401,8 @@ class HostsDirCache:
         return [mac, *sorted(self.spellings.get(mac, ()))]
 
     def foreign_change(self, name: str, content_event: bool,
-                       want: Callable[[str, str], bool]) -> tuple[str, str] | None:
-        """(what happened, MAC) if file ``name`` no longer says ``want(name, mac)``.
+                       want: Callable[[str], bool]) -> tuple[str, str] | None:
+        """(what happened, MAC) if file ``name`` no longer says ``want(mac)``.
 
         Cheap for our own renames: the inode we recorded is still there and no in-place
         write was reported (``content_event``), so nothing is read.
@@ -426,7 +426,7 @@ class HostsDirCache:
         self.inodes[name] = st.st_ino
         self._read(name, mac)
         now = self._lookup(name)
-        if now is None or now[1] is want(name, mac):
+        if now is None or now[1] is want(mac):
             return None  # not a regular file (cannot be replaced by us), or content right
         if known is None:
             return "created", mac

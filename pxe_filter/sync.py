@@ -440,21 +440,17 @@ class FilterSync:
                 if name.startswith(".") or name in foreign:
                     continue
                 found = self.hostsdir.foreign_change(name, name in content_changed,
-                                                     self._want)
+                                                     self.desired.decision)
                 if found is None:
                     continue
                 why, mac = found
-                want = self._want(name, mac)
+                want = self.desired.decision(mac)
                 LOG.warning("%s was %s by someone else: restored to %s",
                             os.path.join(self.hostsdir.path, name), why,
                             "allow" if want else "deny")
                 if self._write([(name, mac, want)]).written:
                     repaired.append(name)
         return repaired
-
-    def _want(self, name: str, mac: str) -> bool:
-        assert self.desired is not None
-        return self.desired.unknown_allowed if name == WILDCARD else self.desired.decision(mac)
 
     def converge(self, *, failing_only: bool = False, reread: bool = False,
                  reopen: bool = False) -> list[str] | None:
