@@ -298,8 +298,7 @@ class FilterSync:
             if self.desired is not None:
                 self.desired.set(mac, False)
             for name in self.hostsdir.names_for(mac):
-                if (rewrite or not self.hostsdir.loaded or self.hostsdir.state_of(name) is not False
-                        or not _same_file(self.hostsdir, name)):
+                if rewrite or self._differs(name, False, True):
                     changes.append((name, mac, False))
         return self._write(changes)
 
