@@ -205,7 +205,7 @@ class FilterSync:
             self._remove_foreign()
             self.hostsdir.ensure_reserve()
             # written as computed: 1M tuples at once would be ~70 MB at a first sync's peak
-            report = self._write(self.hostsdir.iter_changes(desired), True, self.should_stop)
+            report = self._write(self.hostsdir.changes(desired), True, self.should_stop)
             result.reread += self.hostsdir.reread
             self.desired = desired
             result.reopened = self.closed_unknown is not None
@@ -477,7 +477,8 @@ class FilterSync:
                 self.hostsdir.scan(listing)
                 self._remove_foreign()
                 self.hostsdir.ensure_reserve()
-                changes = [] if self.desired is None else self.hostsdir.changes(self.desired)
+                changes = [] if self.desired is None else list(
+                    self.hostsdir.changes(self.desired))
                 for name, _mac, want in changes if reread else ():
                     LOG.warning("%s differs from the policy: restored to %s",
                                 os.path.join(self.hostsdir.path, name),
