@@ -33,8 +33,6 @@ WILDCARD = "unknown_hosts_filter"
 WILDCARD_MAC = "*:*:*:*:*:*"
 # Temporary names of HostsDir.write (".<mac>.tmp"); one left behind means a crash.
 _TMP = re.compile(r"\.(?:[0-9a-f]{2}(?::[0-9a-f]{2}){5}|unknown_hosts_filter)\.tmp")
-# Names that may be another spelling of a MAC (12 hex digits with optional separators).
-_SPELLING = re.compile(r"[0-9A-Fa-f:.\-]{12,17}")
 _MAX_CONTENT = 128
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _NOATIME = getattr(os, "O_NOATIME", 0)
@@ -225,11 +223,8 @@ class HostsDirCache:
         """The canonical MAC a file name stands for, or None for files we leave alone."""
         if name == WILDCARD:
             return WILDCARD_MAC
-        if macs.is_canonical(name):
-            return name
-        if _SPELLING.fullmatch(name):
-            with contextlib.suppress(macs.InvalidMAC):
-                return macs.normalize_mac(name)
+        with contextlib.suppress(macs.InvalidMAC):
+            return macs.normalize_mac(name)  # a canonical name as it is, checked first
         return None
 
     def _open(self, name: str) -> int:
