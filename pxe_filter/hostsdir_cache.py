@@ -84,7 +84,6 @@ class HostsDirCache:
                       (None, self.odd_names))
         self.aliases: dict[str, str] = {}  # non-canonical managed name -> canonical MAC
         self.spellings: dict[str, set[str]] = {}  # canonical MAC -> non-canonical file names
-        self.loaded = False
         self.reread = 0  # files whose content the last scan read
         #: Managed files that vanished (deleted, or replaced by a directory) and were not
         #: written since: dnsmasq may still apply what they said, until it is reloaded.
@@ -140,7 +139,6 @@ class HostsDirCache:
         for store in (self.inodes, self.allow_names, self.deny_names, self.odd_names,
                       self.aliases, self.spellings, self.vanished, self.foreign):
             store.clear()
-        self.loaded = False
 
     def list_entries(self) -> Listing:
         """What changed in the directory since the cache; needs no lock. Raises OSError.
@@ -191,7 +189,6 @@ class HostsDirCache:
                 self._reconcile(current)
         elif listing.changed:
             self._reconcile(listing.changed, complete=False)
-        self.loaded = True
 
     def _reconcile(self, current: dict[str, int], complete: bool = True) -> None:
         previous = self.inodes

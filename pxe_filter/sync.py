@@ -98,12 +98,11 @@ class FilterSync:
         """Re-read every managed file's content outside the lock; the number read.
 
         Catches in-place edits, which keep the inode and so escape the listing. Only the
-        files found to differ from the cache are recorded, under the lock.
+        files found to differ from the cache are recorded, under the lock. Before the first
+        scan the cache knows only the files the filter wrote itself since it started.
         """
         with self._lock:
             self._reread_pending = False
-            if not self.hostsdir.loaded:
-                return 0  # the first scan reads everything anyway
             names = self.hostsdir.managed_names()
         found = self.hostsdir.changed_contents(names)
         if found:
