@@ -378,12 +378,18 @@ class FilterSync:
         return result
 
     def _differs(self, name: str, want: bool, named: bool) -> bool:
-        """Whether file ``name`` must be written to say ``want``. A MAC the database does
+        """Whether file ``name`` must be written to say ``want``: it says something else, or
+        is no longer the file the cache describes (a cheap lstat). A MAC the database does
         not name needs no file of its own: the wildcard decides for it."""
-        exists = name in self.hostsdir.inodes or self.hostsdir.state_of(name) is not None
-        if not exists:
-            return named
-        return self.hostsdir.state_of(name) is not want or not _same_file(self.hostsdir, name)
+        ino, state = self.hostsdir.inodes.get(name), self.hostsdir.state_of(name)
+        if ino is None:
+            return named or state is not None
+        if state is not want:
+            return True
+        try:
+            return self.hostsdir.lstat(name).st_ino != ino
+        except OSError:
+            return True
 
     def close_unknown(self, why: str) -> bool:
         """Deny MACs of no port until the next full sync (the database does not answer);
@@ -529,17 +535,6 @@ def _verdicts(found: Lookup, wanted: Collection[str],
     """Each MAC's verdict from its port's node; None where the unknown-MAC policy decides."""
     return {mac: None if mac not in found.ports else settings.verdict(found.ports[mac])
             for mac in wanted}
-
-
-def _same_file(hostsdir: HostsDir, name: str) -> bool:
-    """True if file ``name`` is still the one the cache describes (cheap lstat)."""
-    ino = hostsdir.inodes.get(name)
-    if ino is None:
-        return False
-    try:
-        return hostsdir.lstat(name).st_ino == ino
-    except OSError:
-        return False
 
 
 def _describe_invalid(value: object) -> str:
