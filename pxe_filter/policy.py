@@ -64,7 +64,8 @@ class Scope:
 
     conductor_groups: frozenset[str] | None = None
     shards: frozenset[str | None] | None = None
-    out_of_scope: str = OUT_OF_SCOPE_DENY
+    #: Out-of-scope nodes' ports get deny files (else they follow the wildcard).
+    deny_outside: bool = True
 
     @classmethod
     def from_options(cls, groups: Iterable[str], shards: Iterable[str],
@@ -72,17 +73,12 @@ class Scope:
         """From the configured lists (empty: no scope); Ironic stores groups lower-case."""
         group_set = frozenset("" if g.lower() == DEFAULT_GROUP else g.lower() for g in groups)
         shard_set = frozenset(None if s.lower() == NO_SHARD else s for s in shards)
-        return cls(group_set or None, shard_set or None, out_of_scope)
+        return cls(group_set or None, shard_set or None, out_of_scope != OUT_OF_SCOPE_WILDCARD)
 
     @property
     def scoped(self) -> bool:
         """True if some nodes are outside the scope."""
         return self.conductor_groups is not None or self.shards is not None
-
-    @property
-    def deny_outside(self) -> bool:
-        """True if out-of-scope nodes' ports get deny files (else they follow the wildcard)."""
-        return self.out_of_scope != OUT_OF_SCOPE_WILDCARD
 
     def contains(self, conductor_group: str | None, shard: str | None) -> bool:
         """True if a node of this conductor group and shard is in the scope."""
