@@ -130,13 +130,10 @@ class HostsDir(HostsDirCache):
             finally:
                 os.close(fd)
 
-    def changes(self, desired: DesiredState) -> list[tuple[str, str, bool]]:
-        """(file name, MAC, allow) for every file whose content must change, denials first."""
-        return list(self.iter_changes(desired))
-
-    def iter_changes(self, desired: DesiredState) -> Iterator[tuple[str, str, bool]]:
-        """:meth:`changes` one at a time, for a full sync to write as they come: a first
-        sync at 1M ports would otherwise hold 1M tuples (~70 MB) at its memory peak.
+    def changes(self, desired: DesiredState) -> Iterator[tuple[str, str, bool]]:
+        """(file name, MAC, allow) for every file whose content must change, denials first,
+        one at a time for a full sync to write as they come: a first sync at 1M ports would
+        otherwise hold 1M tuples (~70 MB) at its memory peak.
 
         The files the database does not name are decided up front; the MACs it names are
         each checked against the cache when reached, which writing the earlier ones in
@@ -153,7 +150,7 @@ class HostsDir(HostsDirCache):
                 (self.odd_names, None, desired.allow, desired.deny)):
             for name in names - first - then:
                 mac = self.aliases.get(name, name)
-                want = desired.unknown_allowed if name == WILDCARD else desired.decision(mac)
+                want = desired.decision(mac)
                 if state is not want:
                     (deny_others if not want else allow_others).append((name, mac, want))
         if self._lookup(WILDCARD) is None:

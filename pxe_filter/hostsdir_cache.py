@@ -33,8 +33,6 @@ WILDCARD = "unknown_hosts_filter"
 WILDCARD_MAC = "*:*:*:*:*:*"
 # Temporary names of HostsDir.write (".<mac>.tmp"); one left behind means a crash.
 _TMP = re.compile(r"\.(?:[0-9a-f]{2}(?::[0-9a-f]{2}){5}|unknown_hosts_filter)\.tmp")
-# Names that may be another spelling of a MAC (12 hex digits with optional separators).
-_SPELLING = re.compile(r"[0-9A-Fa-f:.\-]{12,17}")
 _MAX_CONTENT = 128
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _NOATIME = getattr(os, "O_NOATIME", 0)
@@ -86,7 +84,6 @@ class HostsDirCache:
                       (None, self.odd_names))
         self.aliases: dict[str, str] = {}  # non-canonical managed name -> canonical MAC
         self.spellings: dict[str, set[str]] = {}  # canonical MAC -> non-canonical file names
-        self.loaded = False
         self.reread = 0  # files whose content the last scan read
         #: Managed files that vanished (deleted, or replaced by a directory) and were not
         #: written since: dnsmasq may still apply what they said, until it is reloaded.
@@ -142,7 +139,6 @@ class HostsDirCache:
         for store in (self.inodes, self.allow_names, self.deny_names, self.odd_names,
                       self.aliases, self.spellings, self.vanished, self.foreign):
             store.clear()
-        self.loaded = False
 
     def list_entries(self) -> Listing:
         """What changed in the directory since the cache; needs no lock. Raises OSError.
@@ -193,7 +189,6 @@ class HostsDirCache:
                 self._reconcile(current)
         elif listing.changed:
             self._reconcile(listing.changed, complete=False)
-        self.loaded = True
 
     def _reconcile(self, current: dict[str, int], complete: bool = True) -> None:
         previous = self.inodes
@@ -225,11 +220,8 @@ class HostsDirCache:
         """The canonical MAC a file name stands for, or None for files we leave alone."""
         if name == WILDCARD:
             return WILDCARD_MAC
-        if macs.is_canonical(name):
-            return name
-        if _SPELLING.fullmatch(name):
-            with contextlib.suppress(macs.InvalidMAC):
-                return macs.normalize_mac(name)
+        with contextlib.suppress(macs.InvalidMAC):
+            return macs.normalize_mac(name)  # a canonical name as it is, checked first
         return None
 
     def _open(self, name: str) -> int:
@@ -401,8 +393,8 @@ class HostsDirCache:
         return [mac, *sorted(self.spellings.get(mac, ()))]
 
     def foreign_change(self, name: str, content_event: bool,
-                       want: Callable[[str, str], bool]) -> tuple[str, str] | None:
-        """(what happened, MAC) if file ``name`` no longer says ``want(name, mac)``.
+                       want: Callable[[str], bool]) -> tuple[str, str] | None:
+        """(what happened, MAC) if file ``name`` no longer says ``want(mac)``.
 
         Cheap for our own renames: the inode we recorded is still there and no in-place
         write was reported (``content_event``), so nothing is read.
@@ -426,7 +418,7 @@ class HostsDirCache:
         self.inodes[name] = st.st_ino
         self._read(name, mac)
         now = self._lookup(name)
-        if now is None or now[1] is want(name, mac):
+        if now is None or now[1] is want(mac):
             return None  # not a regular file (cannot be replaced by us), or content right
         if known is None:
             return "created", mac

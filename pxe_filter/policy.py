@@ -33,7 +33,8 @@ class DesiredState:
     served_by: dict[str, set[str]] = field(default_factory=dict)
 
     def decision(self, mac: str) -> bool:
-        """True if dnsmasq should serve ``mac`` (a canonical MAC)."""
+        """True if dnsmasq should serve ``mac`` (a canonical MAC; for the wildcard's pattern,
+        never canonical, the unknown-MAC policy)."""
         if mac in self.deny:
             return False
         return mac in self.allow or self.unknown_allowed
@@ -63,7 +64,8 @@ class Scope:
 
     conductor_groups: frozenset[str] | None = None
     shards: frozenset[str | None] | None = None
-    out_of_scope: str = OUT_OF_SCOPE_DENY
+    #: Out-of-scope nodes' ports get deny files (else they follow the wildcard).
+    deny_outside: bool = True
 
     @classmethod
     def from_options(cls, groups: Iterable[str], shards: Iterable[str],
@@ -71,17 +73,12 @@ class Scope:
         """From the configured lists (empty: no scope); Ironic stores groups lower-case."""
         group_set = frozenset("" if g.lower() == DEFAULT_GROUP else g.lower() for g in groups)
         shard_set = frozenset(None if s.lower() == NO_SHARD else s for s in shards)
-        return cls(group_set or None, shard_set or None, out_of_scope)
+        return cls(group_set or None, shard_set or None, out_of_scope != OUT_OF_SCOPE_WILDCARD)
 
     @property
     def scoped(self) -> bool:
         """True if some nodes are outside the scope."""
         return self.conductor_groups is not None or self.shards is not None
-
-    @property
-    def deny_outside(self) -> bool:
-        """True if out-of-scope nodes' ports get deny files (else they follow the wildcard)."""
-        return self.out_of_scope != OUT_OF_SCOPE_WILDCARD
 
     def contains(self, conductor_group: str | None, shard: str | None) -> bool:
         """True if a node of this conductor group and shard is in the scope."""
@@ -115,17 +112,6 @@ def pxe_allowed(provision_state: str | None, inspect_interface: str | None,
             and scope.contains(conductor_group, shard))
 
 
-def port_verdict(provision_state: str | None, inspect_interface: str | None,
-                 conductor_group: str | None, shard: str | None, *,
-                 supported_interfaces: Collection[str], scope: Scope = UNSCOPED) -> bool | None:
-    """Whether a port's MAC is served; None when the unknown-MAC policy decides for it
-    (a node outside the scope whose ports the scope leaves to the wildcard)."""
-    if not scope.deny_outside and not scope.contains(conductor_group, shard):
-        return None
-    return pxe_allowed(provision_state, inspect_interface, supported_interfaces, scope=scope,
-                       conductor_group=conductor_group, shard=shard)
-
-
 def nodes_on_inspection(nodes: Iterable[tuple], supported_interfaces: Collection[str],
                         scope: Scope = UNSCOPED) -> set[int]:
     """Ids of the nodes whose ports are served (:func:`pxe_allowed`).
@@ -148,13 +134,6 @@ def compute_split(allow: set, deny: set, unknown: bool) -> DesiredState:
                         invalid=bad_allow + bad_deny)
 
 
-def unknown_allowed(any_served: bool, *, discovery_enabled: bool,
-                    deny_unknown_macs: bool) -> bool:
-    """Whether MACs of no port are served: with auto-discovery, or while a node's ports are
-    served (Ironic's active inspection), unless ``deny_unknown_macs``."""
-    return (discovery_enabled or any_served) and not deny_unknown_macs
-
-
 @dataclass(frozen=True)
 class Settings:
     """The options every verdict depends on besides the database; replaced whole on SIGHUP,
@@ -174,15 +153,20 @@ class Settings:
                    Scope.from_options(opts.conductor_groups, opts.shards, opts.out_of_scope))
 
     def verdict(self, port) -> bool | None:
-        """:func:`port_verdict` of a port's node (a :class:`pxe_filter.source.PortView`)."""
-        return port_verdict(port.provision_state, port.inspect_interface,
-                            port.conductor_group, port.shard,
-                            supported_interfaces=self.supported_interfaces, scope=self.scope)
+        """Whether a port's MAC is served (a :class:`pxe_filter.source.PortView`: its node);
+        None when the unknown-MAC policy decides for it (a node outside the scope whose
+        ports the scope leaves to the wildcard)."""
+        group, shard = port.conductor_group, port.shard
+        if not self.scope.deny_outside and not self.scope.contains(group, shard):
+            return None
+        return pxe_allowed(port.provision_state, port.inspect_interface,
+                           self.supported_interfaces, scope=self.scope,
+                           conductor_group=group, shard=shard)
 
     def unknown_allowed(self, any_served: bool) -> bool:
-        """:func:`unknown_allowed` under these options."""
-        return unknown_allowed(any_served, discovery_enabled=self.discovery_enabled,
-                               deny_unknown_macs=self.deny_unknown_macs)
+        """Whether MACs of no port are served: with auto-discovery, or while a node's ports
+        are served (Ironic's active inspection), unless ``deny_unknown_macs``."""
+        return (self.discovery_enabled or any_served) and not self.deny_unknown_macs
 
 
 DEFAULTS = Settings()

@@ -98,12 +98,11 @@ class FilterSync:
         """Re-read every managed file's content outside the lock; the number read.
 
         Catches in-place edits, which keep the inode and so escape the listing. Only the
-        files found to differ from the cache are recorded, under the lock.
+        files found to differ from the cache are recorded, under the lock. Before the first
+        scan the cache knows only the files the filter wrote itself since it started.
         """
         with self._lock:
             self._reread_pending = False
-            if not self.hostsdir.loaded:
-                return 0  # the first scan reads everything anyway
             names = self.hostsdir.managed_names()
         found = self.hostsdir.changed_contents(names)
         if found:
@@ -205,7 +204,7 @@ class FilterSync:
             self._remove_foreign()
             self.hostsdir.ensure_reserve()
             # written as computed: 1M tuples at once would be ~70 MB at a first sync's peak
-            report = self._write(self.hostsdir.iter_changes(desired), True, self.should_stop)
+            report = self._write(self.hostsdir.changes(desired), True, self.should_stop)
             result.reread += self.hostsdir.reread
             self.desired = desired
             result.reopened = self.closed_unknown is not None
@@ -298,8 +297,7 @@ class FilterSync:
             if self.desired is not None:
                 self.desired.set(mac, False)
             for name in self.hostsdir.names_for(mac):
-                if (rewrite or not self.hostsdir.loaded or self.hostsdir.state_of(name) is not False
-                        or not _same_file(self.hostsdir, name)):
+                if rewrite or self._differs(name, False, True):
                     changes.append((name, mac, False))
         return self._write(changes)
 
@@ -380,12 +378,18 @@ class FilterSync:
         return result
 
     def _differs(self, name: str, want: bool, named: bool) -> bool:
-        """Whether file ``name`` must be written to say ``want``. A MAC the database does
+        """Whether file ``name`` must be written to say ``want``: it says something else, or
+        is no longer the file the cache describes (a cheap lstat). A MAC the database does
         not name needs no file of its own: the wildcard decides for it."""
-        exists = name in self.hostsdir.inodes or self.hostsdir.state_of(name) is not None
-        if not exists:
-            return named
-        return self.hostsdir.state_of(name) is not want or not _same_file(self.hostsdir, name)
+        ino, state = self.hostsdir.inodes.get(name), self.hostsdir.state_of(name)
+        if ino is None:
+            return named or state is not None
+        if state is not want:
+            return True
+        try:
+            return self.hostsdir.lstat(name).st_ino != ino
+        except OSError:
+            return True
 
     def close_unknown(self, why: str) -> bool:
         """Deny MACs of no port until the next full sync (the database does not answer);
@@ -440,21 +444,17 @@ class FilterSync:
                 if name.startswith(".") or name in foreign:
                     continue
                 found = self.hostsdir.foreign_change(name, name in content_changed,
-                                                     self._want)
+                                                     self.desired.decision)
                 if found is None:
                     continue
                 why, mac = found
-                want = self._want(name, mac)
+                want = self.desired.decision(mac)
                 LOG.warning("%s was %s by someone else: restored to %s",
                             os.path.join(self.hostsdir.path, name), why,
                             "allow" if want else "deny")
                 if self._write([(name, mac, want)]).written:
                     repaired.append(name)
         return repaired
-
-    def _want(self, name: str, mac: str) -> bool:
-        assert self.desired is not None
-        return self.desired.unknown_allowed if name == WILDCARD else self.desired.decision(mac)
 
     def converge(self, *, failing_only: bool = False, reread: bool = False,
                  reopen: bool = False) -> list[str] | None:
@@ -482,7 +482,8 @@ class FilterSync:
                 self.hostsdir.scan(listing)
                 self._remove_foreign()
                 self.hostsdir.ensure_reserve()
-                changes = [] if self.desired is None else self.hostsdir.changes(self.desired)
+                changes = [] if self.desired is None else list(
+                    self.hostsdir.changes(self.desired))
                 for name, _mac, want in changes if reread else ():
                     LOG.warning("%s differs from the policy: restored to %s",
                                 os.path.join(self.hostsdir.path, name),
@@ -534,17 +535,6 @@ def _verdicts(found: Lookup, wanted: Collection[str],
     """Each MAC's verdict from its port's node; None where the unknown-MAC policy decides."""
     return {mac: None if mac not in found.ports else settings.verdict(found.ports[mac])
             for mac in wanted}
-
-
-def _same_file(hostsdir: HostsDir, name: str) -> bool:
-    """True if file ``name`` is still the one the cache describes (cheap lstat)."""
-    ino = hostsdir.inodes.get(name)
-    if ino is None:
-        return False
-    try:
-        return hostsdir.lstat(name).st_ino == ino
-    except OSError:
-        return False
 
 
 def _describe_invalid(value: object) -> str:

@@ -16,8 +16,8 @@ def _state(nodes, ports, interfaces=("agent",), discovery=False, deny_unknown=Fa
     inspecting = policy.nodes_on_inspection(((*row, "", None) for row in nodes), interfaces)
     allow = {address for address, node_id in ports if node_id in inspecting}
     deny = {address for address, node_id in ports if node_id not in inspecting}
-    return policy.compute_split(allow, deny, policy.unknown_allowed(
-        bool(inspecting), discovery_enabled=discovery, deny_unknown_macs=deny_unknown))
+    settings = policy.Settings(discovery_enabled=discovery, deny_unknown_macs=deny_unknown)
+    return policy.compute_split(allow, deny, settings.unknown_allowed(bool(inspecting)))
 
 
 @pytest.mark.parametrize("state", ["inspect wait", "inspecting"])

@@ -13,7 +13,7 @@ from pxe_filter.common.database import DatabaseError, create_engine
 from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.policy import Settings
-from pxe_filter.source import DatabaseSource, snapshot_queries
+from pxe_filter.source import DatabaseSource, PortView, snapshot_queries
 from pxe_filter.sync import FilterSync
 from tests.support.memory_source import MemorySource
 
@@ -72,12 +72,11 @@ def test_pxe_allowed_refuses_a_node_outside_the_scope():
 
 
 def test_port_verdict_leaves_out_of_scope_ports_to_the_wildcard_only_in_wildcard_mode():
-    kwargs = {"supported_interfaces": {"agent"}}
-    assert policy.port_verdict("inspect wait", "agent", "rack1", None, scope=RACK1, **kwargs)
-    assert policy.port_verdict("inspect wait", "agent", "rack2", None, scope=RACK1,
-                               **kwargs) is False
-    assert policy.port_verdict("inspect wait", "agent", "rack2", None, scope=RACK1_WILDCARD,
-                               **kwargs) is None
+    def verdict(group, scope):
+        return Settings(scope=scope).verdict(PortView("n", "inspect wait", "agent", group))
+    assert verdict("rack1", RACK1)
+    assert verdict("rack2", RACK1) is False
+    assert verdict("rack2", RACK1_WILDCARD) is None
 
 
 @pytest.mark.parametrize("value", ["a'b", 'a"b', "a\\b"])
