@@ -101,6 +101,17 @@ def test_removed_hostsdir_is_restored_and_dnsmasq_restarted(parts):
     assert status.data["dnsmasq_events"]["restarts"] == 1
 
 
+def test_a_late_event_of_the_removed_hostsdir_does_not_trip_our_own_lock(parts):
+    healer, hostsdir, control, _, _, _ = parts
+    shutil.rmtree(hostsdir)
+    healer.on_lost("deleted")
+    assert healer.check_hostsdir() is True
+    healer.on_lost("watch removed")  # the old watch's IGNORED, read after the restore
+    assert healer.check_hostsdir() is True  # the same new directory, reopened: no FatalError
+    assert (hostsdir / DENIED).read_text() == f"{DENIED},ignore\n"
+    assert control.calls == ["restart", "restart"]
+
+
 def test_restoring_without_a_control_is_fatal_after_writing_the_files(parts):
     healer, hostsdir, _, _, _, _ = parts
     healer.control = Control()
