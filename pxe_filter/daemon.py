@@ -90,7 +90,8 @@ class Options:
 
 
 def _check_paths(conf: cfg.ConfigOpts, once: bool) -> tuple[str, str, str | None, str | None]:
-    """(hostsdir, state file, broadcast URL, notification URL), checked; raises FatalError."""
+    """(hostsdir, state file, broadcast URL, notification URL), checked; raises FatalError
+    or ConfigError."""
     try:
         hostsdir = check_hostsdir(conf.pxe_filter.dhcp_hostsdir)
         state_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
@@ -135,7 +136,7 @@ def _open_source(conf: cfg.ConfigOpts, read_timeout: float) -> DatabaseSource:
 class Daemon:
     """One ironic-pxe-filter process, complete from construction: it checks the
     configuration, the database and the hostsdir and takes the hostsdir lock; raises
-    FatalError (FatalConfigError for configuration mistakes)."""
+    FatalError (FatalConfigError or ConfigError for configuration mistakes)."""
 
     def __init__(self, conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> None:
         self.conf = conf
