@@ -4,7 +4,8 @@ import logging
 import os
 
 from pxe_filter.common import statedirs
-from pxe_filter.common.lifecycle import EXIT_CONFIG, ServiceError
+from pxe_filter.common.config import ConfigError
+from pxe_filter.common.lifecycle import ServiceError
 
 LOG = logging.getLogger(__name__)
 
@@ -13,23 +14,17 @@ class FatalError(ServiceError):
     """The daemon cannot continue; the message says what to fix."""
 
 
-class FatalConfigError(FatalError):
-    """The configuration is wrong."""
-
-    exit_code = EXIT_CONFIG
-
-
 def check_hostsdir(path: str | None) -> str:
-    """The absolute hostsdir; raises FatalConfigError (or ConfigError) saying what is wrong."""
+    """The absolute hostsdir; raises ConfigError saying what is wrong."""
     if not path:
-        raise FatalConfigError("[pxe_filter]dhcp_hostsdir is not set: set it to the directory "
-                               "dnsmasq reads with --dhcp-hostsdir")
+        raise ConfigError("[pxe_filter]dhcp_hostsdir is not set: set it to the directory "
+                          "dnsmasq reads with --dhcp-hostsdir")
     path = os.path.abspath(path)
     if os.path.islink(path):
-        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is a symbolic link: set "
-                               f"the option to the directory itself "
-                               f"({os.path.realpath(path)}), which is never followed "
-                               f"through a link")
+        raise ConfigError(f"[pxe_filter]dhcp_hostsdir {path} is a symbolic link: set "
+                          f"the option to the directory itself "
+                          f"({os.path.realpath(path)}), which is never followed "
+                          f"through a link")
     # Made when missing (dnsmasq is started after the first sync, so it watches the directory
     # made here); refused when something else has the name.
     statedirs.ensure_dir(path, statedirs.READABLE, "[pxe_filter]dhcp_hostsdir")
@@ -42,10 +37,10 @@ def check_hostsdir(path: str | None) -> str:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {path} is not writable "
-                               f"({exc.strerror or exc}): give this service's user write "
-                               f"access to it, or check that its file system is not "
-                               f"mounted read-only") from None
+        raise ConfigError(f"[pxe_filter]dhcp_hostsdir {path} is not writable "
+                          f"({exc.strerror or exc}): give this service's user write "
+                          f"access to it, or check that its file system is not "
+                          f"mounted read-only") from None
     return path
 
 

@@ -24,12 +24,12 @@ from oslo_config import cfg
 
 from pxe_filter import leases
 from pxe_filter.checks import (
-    FatalConfigError,
     FatalError,
     check_hostsdir,
     warn_conflicts,
 )
 from pxe_filter.common import messaging, prometheus, systemd
+from pxe_filter.common.config import ConfigError
 from pxe_filter.common.database import DatabaseError, check_connection, engine_from_conf
 from pxe_filter.common.lifecycle import EXIT_OK, EXIT_RUNTIME, Lifecycle
 from pxe_filter.dnsmasq import control as dnsmasq_control
@@ -80,13 +80,13 @@ class Options:
 
     @classmethod
     def read(cls, conf: cfg.ConfigOpts) -> "Options":
-        """Read and validate them; raises FatalConfigError."""
+        """Read and validate them; raises ConfigError."""
         try:
             opts = conf.pxe_filter
             return cls(opts.sync_period, Settings.from_conf(conf),
                        opts.database_outage_deny_unknown, opts.database_read_timeout)
         except (cfg.Error, ValueError) as exc:
-            raise FatalConfigError(f"invalid configuration: {exc}") from None
+            raise ConfigError(f"invalid configuration: {exc}") from None
 
 
 def _check_paths(conf: cfg.ConfigOpts, once: bool) -> tuple[str, str, str | None, str | None]:
@@ -97,21 +97,21 @@ def _check_paths(conf: cfg.ConfigOpts, once: bool) -> tuple[str, str, str | None
         state_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
         if os.path.dirname(os.path.abspath(state_path)) == hostsdir \
                 and not os.path.basename(state_path).startswith("."):
-            raise FatalConfigError(f"[pxe_filter]state_file {state_path} is in the hostsdir: "
-                                   f"dnsmasq would read it, and the filter removes every file "
-                                   f"there it does not manage; name it with a leading dot or "
-                                   f"put it elsewhere")
+            raise ConfigError(f"[pxe_filter]state_file {state_path} is in the hostsdir: "
+                              f"dnsmasq would read it, and the filter removes every file "
+                              f"there it does not manage; name it with a leading dot or "
+                              f"put it elsewhere")
         transport_url = None if once else messaging.configured_transport_url(conf)
         notification_url = None
         if conf.pxe_filter.ironic_notifications and not once:
             notification_url = messaging.configured_notification_url(conf)
             if not notification_url:
-                raise FatalConfigError(
+                raise ConfigError(
                     "[pxe_filter]ironic_notifications = true needs Ironic's message bus: set "
                     "[oslo_messaging_notifications]transport_url (or [DEFAULT]transport_url)")
             broker_connection(notification_url)  # refuses what cannot work, before anything
     except (cfg.Error, ValueError) as exc:
-        raise FatalConfigError(f"invalid configuration: {exc}") from None
+        raise ConfigError(f"invalid configuration: {exc}") from None
     return hostsdir, state_path, transport_url, notification_url
 
 
@@ -123,7 +123,7 @@ def _open_source(conf: cfg.ConfigOpts, read_timeout: float) -> DatabaseSource:
         message = str(exc)
         if "[database]connection" not in message:
             message += ": fix [database]connection"
-        raise FatalConfigError(message) from None
+        raise ConfigError(message) from None
     try:
         check_connection(engine)
     except DatabaseError as exc:
@@ -136,7 +136,7 @@ def _open_source(conf: cfg.ConfigOpts, read_timeout: float) -> DatabaseSource:
 class Daemon:
     """One ironic-pxe-filter process, complete from construction: it checks the
     configuration, the database and the hostsdir and takes the hostsdir lock; raises
-    FatalError (FatalConfigError or ConfigError for configuration mistakes)."""
+    FatalError (ConfigError for configuration mistakes)."""
 
     def __init__(self, conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> None:
         self.conf = conf
@@ -165,9 +165,9 @@ class Daemon:
             self.sync = sync = FilterSync(self.source, hostsdir, options.settings,
                                           should_stop=should_stop)
         except OSError as exc:
-            raise FatalConfigError(f"[pxe_filter]dhcp_hostsdir {hostsdir} cannot be opened as "
-                                   f"a directory ({exc.strerror or exc}): point it at the "
-                                   f"directory itself") from None
+            raise ConfigError(f"[pxe_filter]dhcp_hostsdir {hostsdir} cannot be opened as "
+                              f"a directory ({exc.strerror or exc}): point it at the "
+                              f"directory itself") from None
 
         def dnsmasq_exited(message: str) -> None:
             # Called from the supervising thread, only after construction.
@@ -177,7 +177,7 @@ class Daemon:
         try:
             self.control = Control() if once else dnsmasq_control.from_conf(conf, dnsmasq_exited)
         except ControlError as exc:
-            raise FatalConfigError(str(exc)) from None
+            raise ConfigError(str(exc)) from None
         # The default state file is a dotfile in the hostsdir: written relative to the held one.
         self.status = status = state.StatusRecorder(
             state_path, hostsdir, sync.figures, self.control.describe,
@@ -289,7 +289,7 @@ class Daemon:
         try:
             self.metrics_server.start()
         except OSError as exc:
-            raise FatalConfigError(
+            raise ConfigError(
                 f"cannot serve metrics on [pxe_filter]prometheus_host:prometheus_port "
                 f"{self.conf.pxe_filter.prometheus_host}:{self.conf.pxe_filter.prometheus_port}"
                 f": {exc.strerror or exc}") from None
@@ -547,7 +547,7 @@ class Daemon:
         try:
             self.conf.mutate_config_files()
             options = Options.read(self.conf)
-        except (cfg.Error, ValueError, SystemExit, FatalError) as exc:
+        except (cfg.Error, ValueError, SystemExit, ConfigError, FatalError) as exc:
             LOG.error("Configuration not reloaded, keeping the previous options: %s; fix the "
                       "file and send SIGHUP again", exc)
             return period
