@@ -97,11 +97,6 @@ class HostsDir(HostsDirCache):
             fd = self._open_lock(os.O_RDONLY | os.O_CREAT)
         except OSError as exc:
             raise FatalError(f"cannot open lock file {path}: {exc.strerror}") from None
-        if self._lock_fd is not None and _same_inode(fd, self._lock_fd):
-            # Held already (the directory was reopened twice, e.g. a late event from the
-            # watch of the one removed): a second flock would collide with our own.
-            os.close(fd)
-            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -402,11 +397,6 @@ class HostsDir(HostsDirCache):
             self.drop(name)
             raise
         self._record_write(name, ino, mac, allow)
-
-
-def _same_inode(fd: int, other: int) -> bool:
-    first, second = os.fstat(fd), os.fstat(other)
-    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
 def replace_file(tmp: str, final: str, data: bytes, dir_fd: int | None = None) -> int:

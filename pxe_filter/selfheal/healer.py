@@ -78,6 +78,11 @@ class SelfHealer:
         why = self.sync.hostsdir.swapped()
         if self.lost is None and why is None:
             return False
+        if why is None and os.fstat(self.sync.hostsdir.dir_fd).st_nlink:
+            # The held directory is still the hostsdir and still linked: a late event of a
+            # watch replaced since (the removed directory's IGNORED). Nothing to restore.
+            self.lost = None
+            return True
         reason = why or "replaced (new inode)"
         noticed = self.lost or "periodic check"
         if self.lost is not None:
