@@ -126,9 +126,6 @@ dnsmasq_opts = [
     cfg.Opt("ipv6_arm64_bootfile_url", type=_V6_URL,
             help="DHCPv6 boot file URL for arm64 UEFI clients (client arch 11 in DHCPv6 "
                  "option 61) that are not iPXE. Unset: none."),
-    cfg.Opt("dhcp_hostsdir", type=_PATH,
-            help="Fallback for [pxe_filter]dhcp_hostsdir, which wins when set (both set "
-                 "to different directories is an error)."),
     cfg.Opt("leasefile", type=_PATH,
             default="/var/lib/ironic-inspection-dnsmasq/dnsmasq.leases",
             help="dnsmasq's lease database."),

@@ -156,23 +156,18 @@ def _parse_range_v6(check: _Checker, text: str | None) -> Dhcp6Range | None:
     return Dhcp6Range(first, last, prefix) if len(check.problems) == before else None
 
 
-def _hostsdir(check: _Checker, conf: cfg.ConfigOpts, own: str | None) -> str | None:
-    group = conf.pxe_filter if "pxe_filter" in conf else {}
-    filter_dir = (group.dhcp_hostsdir or None) if "dhcp_hostsdir" in group else None
-    if filter_dir is not None:
-        if not re.fullmatch(options.PATH, filter_dir):
-            check.problems.append(f"[pxe_filter]dhcp_hostsdir = {show(filter_dir)}: expected "
-                                  "an absolute path without spaces, commas or '#'")
-            return None
-        if own and own.rstrip("/") != filter_dir.rstrip("/"):
-            check.fail("dhcp_hostsdir", own, "differs from [pxe_filter]dhcp_hostsdir "
-                                             f"{filter_dir!r}: dnsmasq must read the directory "
-                                             "the filter writes; unset one of them")
-        return filter_dir
-    if not own and "dhcp_hostsdir" not in check.invalid:
+def _hostsdir(check: _Checker, conf: cfg.ConfigOpts) -> str | None:
+    """``[pxe_filter]dhcp_hostsdir``, the directory dnsmasq reads and the filter writes."""
+    path = conf.pxe_filter.dhcp_hostsdir
+    if not path:
         check.problems.append("[pxe_filter]dhcp_hostsdir is not set: dnsmasq needs the "
                               "directory the filter writes")
-    return own
+    elif not re.fullmatch(options.PATH, path):
+        check.problems.append(f"[pxe_filter]dhcp_hostsdir = {show(path)}: expected an "
+                              "absolute path without spaces, commas or '#'")
+    else:
+        return path
+    return None
 
 
 def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
@@ -201,7 +196,7 @@ def from_conf(conf: cfg.ConfigOpts) -> DnsmasqSettings:
     if s.tftp_root and s.tftp_server:
         check.problems.append("[dnsmasq]tftp_root and tftp_server are both set: either this "
                               "dnsmasq serves TFTP or another server does")
-    s.hostsdir = _hostsdir(check, conf, s.dhcp_hostsdir) or ""
+    s.hostsdir = _hostsdir(check, conf) or ""
     if not s.leasefile and "leasefile" not in check.invalid:
         check.problems.append("[dnsmasq]leasefile is required (dnsmasq's lease database)")
     # The script that reports leases lives beside the configuration file.

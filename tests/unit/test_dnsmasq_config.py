@@ -13,7 +13,7 @@ from oslo_config import cfg
 
 from pxe_filter import conf as filter_conf
 from pxe_filter.common.config import load
-from pxe_filter.dnsmasq import config, options, render_cmd
+from pxe_filter.dnsmasq import config, render_cmd
 from pxe_filter.dnsmasq.settings import DnsmasqConfigError, InvalidSettings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,11 +35,9 @@ def write_conf(tmp_path: Path, dnsmasq: dict[str, str | list[str]],
 
 
 def make_conf(tmp_path: Path, dnsmasq: dict[str, str | list[str]] | None = None,
-              register_filter: bool = True, **kwargs) -> cfg.ConfigOpts:
+              **kwargs) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
-    if register_filter:
-        filter_conf.register_opts(conf)
-    options.register_opts(conf)
+    filter_conf.register_opts(conf)
     load(conf, [str(write_conf(tmp_path, BASE if dnsmasq is None else dnsmasq, **kwargs))])
     return conf
 
@@ -154,12 +152,6 @@ def test_logging_user_and_pid_file(tmp_path):
     assert "pid-file=" in lines  # empty: no pid file, not dnsmasq's /run/dnsmasq.pid
 
 
-def test_hostsdir_fallback_without_the_filter_options(tmp_path):
-    lines = rendered(tmp_path, {**BASE, "dhcp_hostsdir": "/srv/hosts"}, hostsdir=None,
-                     register_filter=False)
-    assert "dhcp-hostsdir=/srv/hosts" in lines
-
-
 def test_sample_configuration_renders_and_passes_dnsmasq(tmp_path):
     filter_file = tmp_path / "filter.conf"
     filter_file.write_text(f"[pxe_filter]\ndhcp_hostsdir = {HOSTSDIR}\n")
@@ -213,7 +205,6 @@ INVALID = [
     ({**BASE, "log_facility": "loud"}, "expected a syslog facility"),
     ({**BASE, "user": "Root User"}, "expected a user name"),
     ({**BASE, "leasefile": ""}, "[dnsmasq]leasefile is required"),
-    ({**BASE, "dhcp_hostsdir": "/elsewhere"}, "differs from [pxe_filter]dhcp_hostsdir"),
 ]
 
 
@@ -239,12 +230,19 @@ def test_empty_hostsdir_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("option", ["interface", "dhcp_ranges", "ipxe_script_url", "tftp_root",
-                                    "lease_time", "dhcp_hostsdir", "user", "dhcp_range_v6"])
+                                    "lease_time", "user", "dhcp_range_v6"])
 def test_newline_in_any_value_is_refused(tmp_path, option):
     # oslo.config joins an indented continuation line with "\n": a way to smuggle an option.
     values = {key: value for key, value in BASE.items() if key != option}
     conf = make_conf(tmp_path, values, raw=f"{option} = x\n  dhcp-range=0.0.0.0,255.255.255.255\n")
     with pytest.raises(InvalidSettings, match=rf"\[dnsmasq\]{option}: .*contains a newline"):
+        config.render_conf(conf)
+
+
+def test_newline_in_the_hostsdir_is_refused(tmp_path):
+    conf = make_conf(tmp_path, hostsdir="/srv/hosts\n  dhcp-range=0.0.0.0,255.255.255.255")
+    with pytest.raises(InvalidSettings, match=r"\[pxe_filter\]dhcp_hostsdir = .*: expected an "
+                                              r"absolute path"):
         config.render_conf(conf)
 
 
