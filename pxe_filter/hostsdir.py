@@ -297,24 +297,8 @@ class HostsDir(HostsDirCache):
         return ino is not None
 
     def overwrite(self, name: str, data: bytes) -> int | None:
-        """Make existing regular file ``name`` hold ``data``, in place; its inode, or None.
-
-        No new inode nor block (``data`` fits in the file's first block): what a full disk
-        or quota still allows. A symlink is never followed.
-        """
-        try:
-            fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=self.dir_fd)
-            try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode) or os.pwrite(fd, data, 0) != len(data):
-                    return None
-                os.ftruncate(fd, len(data))
-                return st.st_ino
-            finally:
-                os.close(fd)
-        except OSError:
-            return None
+        """:func:`overwrite` in the directory held."""
+        return overwrite(name, data, self.dir_fd)
 
     def _record_write(self, name: str, ino: int, mac: str, allow: bool) -> None:
         """Note a write of ours onto ``name``: the cache, and a listing running meanwhile
@@ -416,6 +400,31 @@ def replace_file(tmp: str, final: str, data: bytes, dir_fd: int | None = None) -
             os.unlink(tmp, dir_fd=dir_fd)
         raise
     return ino
+
+
+def overwrite(name: str, data: bytes, dir_fd: int | None = None,
+              pad: bool = False) -> int | None:
+    """Make existing regular file ``name`` hold ``data``, in place; its inode, or None.
+
+    No new inode nor block (``data`` fits in the file's first block): what a full disk
+    or quota still allows. A symlink is never followed. ``pad``: a shorter ``data`` is
+    padded with spaces to the file's size (JSON ignores them), so a reader never sees the
+    new content followed by the old one's end before the file is truncated.
+    """
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dir_fd)
+        try:
+            st = os.fstat(fd)
+            data = data.ljust(st.st_size) if pad else data
+            if not stat.S_ISREG(st.st_mode) or os.pwrite(fd, data, 0) != len(data):
+                return None
+            os.ftruncate(fd, len(data))
+            return st.st_ino
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
 
 
 def _fill(fd: int, data: bytes) -> int:

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pxe_filter.common import macs
-from pxe_filter.hostsdir import replace_file
+from pxe_filter.status.command import load as load_object
+from pxe_filter.status.recorder import FileWriter
 
 LOG = logging.getLogger(__name__)
 
@@ -95,11 +96,8 @@ def read_spool(path: str, limit: int = MAX_PER_PASS) -> list[Lease]:
     for name in names:
         full = os.path.join(path, name)
         try:
-            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                data = os.read(fd, _MAX_REPORT)
-            finally:
-                os.close(fd)
+            with open(full, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as stream:
+                data = stream.read(_MAX_REPORT)
         except OSError as exc:
             LOG.debug("Cannot read lease report %s: %s", full, exc)
             data = b""
@@ -123,10 +121,8 @@ class LeaseBook:
     """Each MAC's last DHCP (time, address): the newest :data:`CAPACITY` kept, saved to path."""
 
     def __init__(self, path: str | None, dir_fd: Callable[[], int] | None = None) -> None:
-        self.path = path
-        #: The held hostsdir's descriptor when the book is a dotfile in it: saved relative
-        #: to the directory the daemon holds, never through a path swapped meanwhile.
-        self._dir_fd = dir_fd
+        message = "Cannot save the last DHCP of each MAC to %s: %s"
+        self._file = FileWriter(path, message, dir_fd) if path else None
         self._last: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
         self._dirty = False
         if path:
@@ -144,30 +140,18 @@ class LeaseBook:
         self._dirty = True
 
     def save(self) -> None:
-        """Write the book atomically if it changed (errors logged, never raised)."""
-        if not self.path or not self._dirty:
-            return
-        data = json.dumps({mac: {"time": at, "address": address}
-                           for mac, (at, address) in self._last.items()}).encode()
-        dir_fd = self._dir_fd() if self._dir_fd is not None else None
-        final = os.path.basename(self.path) if dir_fd is not None else self.path
-        try:
-            replace_file(f"{final}.tmp", final, data, dir_fd)
-        except OSError as exc:
-            LOG.warning("Cannot save the last DHCP of each MAC to %s: %s", self.path,
-                        exc.strerror or exc)
-            return
-        self._dirty = False
+        """Write the book if it changed (a failure logged once, never raised)."""
+        if self._file and self._dirty:
+            data = {mac: {"time": at, "address": address}
+                    for mac, (at, address) in self._last.items()}
+            self._dirty = not self._file.write(json.dumps(data).encode())
 
 
 def load(path: str) -> dict[str, dict]:
     """A saved book (``{mac: {"time", "address"}}``); empty if missing or unreadable."""
     try:
-        with open(path, encoding="utf-8") as stream:
-            data = json.load(stream)
+        data = load_object(path)
     except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
         return {}
     return {mac: entry for mac, entry in data.items()
             if isinstance(entry, dict) and isinstance(entry.get("time"), (int, float))

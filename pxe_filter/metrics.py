@@ -8,7 +8,6 @@ entries) is counted here, by the daemon calling :meth:`FilterMetrics.sync` and
 """
 
 import datetime
-import re
 from collections.abc import Iterator
 
 from prometheus_client import Counter, Histogram
@@ -21,10 +20,6 @@ from pxe_filter.status.recorder import StatusRecorder
 PREFIX = "ironic_pxe_filter_"
 #: Full syncs take milliseconds (small sites) to seconds (100,000 ports).
 SYNC_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
 class StatusCollector(Collector):
@@ -77,8 +72,8 @@ class StatusCollector(Collector):
             handled.add_metric(["applied", ""], counts.get("applied", 0))
             handled.add_metric(["not_relevant", ""], counts.get("not relevant", 0))
             for key, value in sorted(counts.items()):
-                if key.startswith("ignored: "):
-                    handled.add_metric(["ignored", _slug(key.removeprefix("ignored: "))], value)
+                if key.startswith("ignored: "):  # the follower's reasons are label values
+                    handled.add_metric(["ignored", key.removeprefix("ignored: ")], value)
             yield handled
 
 
@@ -99,46 +94,43 @@ class FilterMetrics:
         self.sync_duration = Histogram(
             PREFIX + "sync_duration_seconds", "Duration of full syncs (database read, "
             "policy, files written)", buckets=SYNC_BUCKETS, registry=self.registry)
-        self.files_written = Counter(
-            PREFIX + "files_written", "Files (re)written, by what decided it (sync, or "
-            "broadcast: update_pxe_filters and Ironic notifications)", ["origin"],
-            registry=self.registry)
-        self.files_failed = Counter(
-            PREFIX + "files_failed", "Files that could not be written (retried at the next "
-            "sync), by origin", ["origin"], registry=self.registry)
+        self.files_written = self._labelled(
+            "files_written", "Files (re)written, by what decided it (sync, or broadcast: "
+            "update_pxe_filters and Ironic notifications)", "origin", ("sync", "broadcast"))
+        self.files_failed = self._labelled(
+            "files_failed", "Files that could not be written (retried at the next sync), by "
+            "origin", "origin", ("sync", "broadcast"))
         self.broadcasts = Counter(
             PREFIX + "broadcasts", "update_pxe_filters broadcasts received and applied",
             registry=self.registry)
-        self.broadcast_macs = Counter(
-            PREFIX + "broadcast_macs", "MACs in broadcasts and notifications applied, by "
-            "decision (allow, deny, rejected: invalid entries)", ["decision"],
-            registry=self.registry)
-        self.foreign_files = Counter(
-            PREFIX + "foreign_files", "Files the filter did not write, found in the hostsdir, "
-            "by outcome (removed; emptied: could not be deleted; failed: attempts that could "
-            "do neither, dnsmasq is stopped meanwhile; gone: deleted by someone else)",
-            ["outcome"], registry=self.registry)
+        self.broadcast_macs = self._labelled(
+            "broadcast_macs", "MACs in broadcasts and notifications applied, by decision "
+            "(allow, deny, rejected: invalid entries)", "decision", ("allow", "deny", "rejected"))
+        self.foreign_files = self._labelled(
+            "foreign_files", "Files the filter did not write, found in the hostsdir, by outcome "
+            "(removed; emptied: could not be deleted; failed: attempts that could do neither, "
+            "dnsmasq is stopped meanwhile; gone: deleted by someone else)", "outcome",
+            ("removed", "emptied", "failed", "gone"))
         self.served_denied = Counter(
             PREFIX + "served_denied", "Leases dnsmasq granted to MACs the database denied at "
             "that moment (each logged at CRITICAL and closed at once)", registry=self.registry)
-        for outcome in ("removed", "emptied", "failed", "gone"):
-            self.foreign_files.labels(outcome=outcome)
-        for origin in ("sync", "broadcast"):
-            self.files_written.labels(origin=origin)
-            self.files_failed.labels(origin=origin)
-        for decision in ("allow", "deny", "rejected"):
-            self.broadcast_macs.labels(decision=decision)
+
+    def _labelled(self, name: str, doc: str, label: str, values: tuple[str, ...]) -> Counter:
+        """A counter by ``label``, each of ``values`` exported from the start (at 0)."""
+        counter = Counter(PREFIX + name, doc, [label], registry=self.registry)
+        for value in values:
+            counter.labels(value)
+        return counter
 
     def sync(self, result) -> None:
         """Count a full sync (a pxe_filter.sync.SyncResult)."""
         self.sync_duration.observe(result.duration)
-        self.files_written.labels(origin="sync").inc(result.written)
-        self.files_failed.labels(origin="sync").inc(result.failed)
+        self.written(result, "sync")
 
-    def written(self, result) -> None:
-        """Count the files a hint or the lookup it led to wrote (a BroadcastResult)."""
-        self.files_written.labels(origin="broadcast").inc(result.written)
-        self.files_failed.labels(origin="broadcast").inc(result.failed)
+    def written(self, result, origin: str = "broadcast") -> None:
+        """Count the files a sync, a hint or the lookup it led to wrote (their result)."""
+        self.files_written.labels(origin=origin).inc(result.written)
+        self.files_failed.labels(origin=origin).inc(result.failed)
 
     def broadcast(self, result) -> None:
         """Count a broadcast or notification taken (a pxe_filter.sync.BroadcastResult)."""

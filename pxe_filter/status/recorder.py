@@ -6,18 +6,17 @@ written relative to the hostsdir the daemon holds open, never through a swapped 
 full disk it is overwritten in place (padded with spaces, which JSON ignores).
 """
 
-import contextlib
 import datetime
 import json
 import logging
 import os
-import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from pxe_filter.hostsdir import replace_file
+from pxe_filter.hostsdir import overwrite, replace_file
 
 LOG = logging.getLogger(__name__)
 
@@ -41,10 +40,8 @@ class StatusRecorder:
                  figures: Callable[[], tuple[int, int, bool | None]],
                  dnsmasq: Callable[[], dict[str, object]],
                  dir_fd: Callable[[], int] | None = None) -> None:
-        self.path = path
-        # The held hostsdir when ``path`` is the default name in it (asked each time: a
-        # restored hostsdir is held by a new descriptor).
-        self._dir_fd = dir_fd
+        self._file = FileWriter(path, "Cannot write the state file %s: %s", dir_fd,
+                                in_place=True)
         self._figures = figures
         self._dnsmasq = dnsmasq
         #: Counts of Ironic notifications (received, applied, ignored: why), when followed.
@@ -53,7 +50,6 @@ class StatusRecorder:
         self.scope: Callable[[], str] | None = None
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()  # one writer of the temporary file at a time
-        self._warned = False
         self.data: dict[str, Any] = {
             "format": FORMAT_VERSION, "pid": os.getpid(), "running": True,
             "started_at": _now(), "hostsdir": hostsdir, "ready": False,
@@ -65,68 +61,57 @@ class StatusRecorder:
                                "restarts": 0, "last_restart": None},
         }
 
-    @contextlib.contextmanager
-    def _changing(self) -> Iterator[dict[str, Any]]:
-        """The figures, to change under the lock; the file is written after."""
+    def _record(self, count: str | None = None, by: int = 1, part: str | None = None,
+                write: bool = True, **fields: object) -> None:
+        """Add ``by`` to figure ``count`` and set ``fields`` (in the dict ``part`` of the
+        figures when given), under the lock; then write the file."""
         with self._lock:
-            yield self.data
-        self.write()
+            data = self.data[part] if part else self.data
+            if count:
+                data[count] += by
+            data.update(fields)
+        if write:
+            self.write()
 
     def sync(self, result, first: bool = False) -> None:
         """Record a full sync (a pxe_filter.sync.SyncResult)."""
         if result.failed:
             self.error(f"{result.failed} file(s) could not be written in the last sync")
-        with self._changing() as data:
-            data["ready"] = True
-            data["syncs"] += 1
-            data["last_sync"] = {
-                "at": _now(), "duration_s": round(result.duration, 3), "first": first,
-                "written": result.written, "failed": result.failed,
-                "purged": result.purged, "invalid_macs": result.invalid}
+        self._record("syncs", ready=True, last_sync={
+            "at": _now(), "duration_s": round(result.duration, 3), "first": first,
+            "written": result.written, "failed": result.failed,
+            "purged": result.purged, "invalid_macs": result.invalid})
 
     def broadcast(self, result) -> None:
         """Record a broadcast (a pxe_filter.sync.BroadcastResult)."""
-        with self._changing() as data:
-            data["broadcasts"] += 1
-            data["last_broadcast"] = {
-                "at": _now(), "allowed": result.allowed, "denied": result.denied,
-                "rejected": result.rejected, "written": result.written,
-                "failed": result.failed}
+        self._record("broadcasts", last_broadcast={
+            "at": _now(), "allowed": result.allowed, "denied": result.denied,
+            "rejected": result.rejected, "written": result.written, "failed": result.failed})
 
     def repaired(self, names: list[str]) -> None:
         """Record files put back by self-healing."""
         if names:
-            with self._changing() as data:
-                data["repaired"] += len(names)
-                data["last_repair"] = {"at": _now(), "files": sorted(names)[:20],
-                                       "count": len(names)}
+            self._record("repaired", len(names), last_repair={
+                "at": _now(), "files": sorted(names)[:20], "count": len(names)})
 
     def dnsmasq_event(self, kind: str, reason: str) -> None:
         """Record a dnsmasq reload or restart (``kind`` is "reload" or "restart")."""
-        with self._changing() as data:
-            events = data["dnsmasq_events"]
-            events[f"{kind}s"] += 1
-            events[f"last_{kind}"] = _now()
-            if kind == "reload":
-                events["last_reload_reason"] = reason
+        fields = {f"last_{kind}": _now()}
+        if kind == "reload":
+            fields["last_reload_reason"] = reason
+        self._record(f"{kind}s", part="dnsmasq_events", **fields)
 
     def error(self, message: str, write: bool = False) -> None:
         """Count an error and keep its message."""
-        with self._lock:
-            errors = self.data["errors"]
-            errors.update(count=errors["count"] + 1, last=message, last_at=_now())
-        if write:
-            self.write()
+        self._record("count", part="errors", write=write, last=message, last_at=_now())
 
     def set_fail_closed(self, reason: str | None) -> None:
         """Record that the daemon fails closed (``reason``) or no longer does (None)."""
-        with self._changing() as data:
-            data.update(fail_closed=reason is not None, fail_closed_reason=reason)
+        self._record(fail_closed=reason is not None, fail_closed_reason=reason)
 
     def stopped(self) -> None:
         """Mark the daemon stopped (clean shutdown)."""
-        with self._changing() as data:
-            data.update(running=False, stopped_at=_now())
+        self._record(running=False, stopped_at=_now())
 
     def snapshot(self) -> dict[str, object]:
         """The figures as written (counts and dnsmasq state fetched now)."""
@@ -148,37 +133,38 @@ class StatusRecorder:
         return data
 
     def write(self) -> None:
-        """Write the state file atomically (0644); a failure is logged once, not raised."""
+        """Write the state file (0644); a failure is logged once, not raised."""
         with self._io_lock:
-            text = (json.dumps(self.snapshot(), indent=1, sort_keys=True) + "\n").encode()
-            dir_fd = self._dir_fd() if self._dir_fd is not None else None
-            final = os.path.basename(self.path) if dir_fd is not None else self.path
-            try:
-                replace_file(f"{final}.{os.getpid()}.tmp", final, text, dir_fd)
-                self._warned = False
-            except OSError as exc:
-                if _overwrite(final, dir_fd, text):
-                    return  # a full disk: what status shows matters most then
-                if not self._warned:
-                    LOG.warning("Cannot write the state file %s: %s", self.path,
-                                exc.strerror or exc)
-                    self._warned = True
+            self._file.write((json.dumps(self.snapshot(), indent=1, sort_keys=True)
+                              + "\n").encode())
 
 
-def _overwrite(name: str, dir_fd: int | None, text: bytes) -> bool:
-    """Overwrite the existing file in place, padded to its size; False if that failed."""
-    try:
-        fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=dir_fd)
-    except OSError:
-        return False
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+@dataclass
+class FileWriter:
+    """Writes one of the daemon's own files (its state file, its lease book) atomically with
+    :func:`replace_file`: relative to the held hostsdir (``dir_fd``, asked each time: a
+    restored hostsdir is held by a new descriptor) when it is the default dotfile there,
+    never through a path swapped meanwhile. A failure is logged once, until a write works.
+    """
+
+    path: str
+    warning: str  # logged with the path and the reason
+    dir_fd: Callable[[], int] | None = None
+    in_place: bool = False  # on a failure (a full disk) overwrite it in place, padded
+    _warned: bool = False
+
+    def write(self, data: bytes) -> bool:
+        """Replace the file with ``data``; False if it could not be written."""
+        dir_fd = self.dir_fd() if self.dir_fd is not None else None
+        final = os.path.basename(self.path) if dir_fd is not None else self.path
+        try:
+            replace_file(f"{final}.{os.getpid()}.tmp", final, data, dir_fd)
+        except OSError as exc:
+            if self.in_place and overwrite(final, data, dir_fd, pad=True) is not None:
+                return True  # a full disk: what status shows matters most then
+            if not self._warned:
+                LOG.warning(self.warning, self.path, exc.strerror or exc)
+                self._warned = True
             return False
-        text = text.rstrip(b"\n").ljust(st.st_size - 1) + b"\n"
-        return os.pwrite(fd, text, 0) == len(text)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+        self._warned = False
+        return True

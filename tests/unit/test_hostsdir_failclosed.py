@@ -133,6 +133,19 @@ def test_a_swapped_directory_is_detected_and_never_written_through(tmp_path):
     hd.close()
 
 
+def test_a_state_file_that_cannot_be_replaced_is_overwritten_in_place_padded(tmp_path):
+    path = tmp_path / "state.json"
+    status = StatusRecorder(str(path), str(tmp_path / "a-long-hostsdir-path"),
+                            lambda: (1, 1, False), lambda: {})
+    status.write()
+    before = os.stat(path)
+    os.mkdir(f"{path}.{os.getpid()}.tmp")  # as a full disk: no new file can be made
+    status.data["hostsdir"] = "/h"  # shorter: padded to the old size, never truncated
+    status.write()
+    assert os.stat(path).st_ino == before.st_ino and os.stat(path).st_size == before.st_size
+    assert json.loads(path.read_text())["hostsdir"] == "/h"
+
+
 def test_a_symlink_squatting_a_mac_name_is_never_written_through(tmp_path, hd):
     target = tmp_path.parent / f"{tmp_path.name}-target"
     target.write_text("precious\n")

@@ -35,3 +35,17 @@ def test_a_book_outside_the_hostsdir_is_saved_by_path(tmp_path):
     book.save()
     assert leases.load(path) == {MAC: {"time": 1700000000.0, "address": "192.0.2.11"}}
     assert sorted(os.listdir(tmp_path)) == ["ironic-pxe-filter.leases.json"]
+
+
+def test_a_failed_save_is_logged_once_and_retried(tmp_path, caplog):
+    path = str(tmp_path / "ironic-pxe-filter.leases.json")
+    book = leases.LeaseBook(path)
+    os.mkdir(f"{path}.{os.getpid()}.tmp")  # the temporary file cannot be made
+    book.record(leases.Lease(1700000000.0, "add", MAC, "192.0.2.12"))
+    book.save()
+    book.save()
+    assert caplog.text.count("Cannot save the last DHCP of each MAC") == 1
+    assert leases.load(path) == {}
+    os.rmdir(f"{path}.{os.getpid()}.tmp")
+    book.save()
+    assert leases.load(path) == {MAC: {"time": 1700000000.0, "address": "192.0.2.12"}}
