@@ -1,6 +1,6 @@
 """The daemon's lifetime: validate, lock, deny-first, sync, start dnsmasq, serve, loop, stop.
 
-:func:`build` checks the configuration and assembles a complete :class:`Daemon` (every
+:class:`Daemon` checks the configuration and assembles itself complete (every
 collaborator in place, nothing to fill in later); :meth:`Daemon.start` then writes the deny
 wildcard, runs the first full sync, starts the watcher, dnsmasq and the broadcast listener.
 READY=1 (sent by :func:`pxe_filter.common.lifecycle.run`) therefore means the first full sync
@@ -15,6 +15,7 @@ a clock of its own (:meth:`Daemon._guard_outage`), so a hung database closes unk
 """
 
 import logging
+import math
 import os
 import threading
 import time
@@ -23,15 +24,10 @@ from dataclasses import dataclass
 from oslo_config import cfg
 
 from pxe_filter import leases
-from pxe_filter.checks import (
-    FatalError,
-    check_hostsdir,
-    warn_conflicts,
-)
-from pxe_filter.common import messaging, prometheus, systemd
+from pxe_filter.common import messaging, prometheus, statedirs, systemd
 from pxe_filter.common.config import ConfigError
 from pxe_filter.common.database import DatabaseError, check_connection, engine_from_conf
-from pxe_filter.common.lifecycle import EXIT_OK, EXIT_RUNTIME, Lifecycle
+from pxe_filter.common.lifecycle import EXIT_OK, EXIT_RUNTIME, Lifecycle, ServiceError
 from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.failsafe import FailSafe
@@ -55,17 +51,14 @@ LOG = logging.getLogger(__name__)
 HOSTSDIR_CHECK = 1.0
 #: Seconds between attempts to read hinted MACs while the database fails.
 HINT_RETRY = 1.0
-#: Least seconds between full syncs asked for outside the period (deleted nodes, outages).
+#: Least seconds from a full sync of the main loop to one asked for outside the period
+#: (deleted nodes, outages).
 DUE_SYNC_INTERVAL = 5.0
 #: Seconds between saves of the lease book.
 LEASE_SAVE_INTERVAL = 5.0
 #: A lease granted this many seconds before the filter closed its MAC is the filter's
 #: reaction time (logged at WARNING); an older one, or one after, is a served denial.
 LEASE_GRACE = 5.0
-
-
-def _monotonic_usec() -> int:
-    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
 
 
 @dataclass
@@ -80,43 +73,72 @@ class Options:
 
     @classmethod
     def read(cls, conf: cfg.ConfigOpts) -> "Options":
-        """Read and validate them; raises ConfigError."""
-        try:
-            opts = conf.pxe_filter
-            return cls(opts.sync_period, Settings.from_conf(conf),
-                       opts.database_outage_deny_unknown, opts.database_read_timeout)
-        except (cfg.Error, ValueError) as exc:
-            raise ConfigError(f"invalid configuration: {exc}") from None
+        """Read and validate them, warning when they make auto-discovery impossible; raises
+        cfg.Error or ValueError."""
+        opts = conf.pxe_filter
+        options = cls(opts.sync_period, Settings.from_conf(conf),
+                      opts.database_outage_deny_unknown, opts.database_read_timeout)
+        if options.settings.deny_unknown_macs and options.settings.discovery_enabled:
+            LOG.warning("[pxe_filter]deny_unknown_macs and [auto_discovery]enabled are both "
+                        "true: unknown machines are refused, so auto-discovery cannot work")
+        return options
+
+
+def _check_hostsdir(path: str | None) -> str:
+    """The absolute hostsdir; raises ConfigError saying what is wrong."""
+    if not path:
+        raise ConfigError("[pxe_filter]dhcp_hostsdir is not set: set it to the directory "
+                          "dnsmasq reads with --dhcp-hostsdir")
+    path = os.path.abspath(path)
+    if os.path.islink(path):
+        raise ConfigError(f"[pxe_filter]dhcp_hostsdir {path} is a symbolic link: set "
+                          f"the option to the directory itself "
+                          f"({os.path.realpath(path)}), which is never followed "
+                          f"through a link")
+    # Made when missing (dnsmasq is started after the first sync, so it watches the directory
+    # made here); refused when something else has the name.
+    statedirs.ensure_dir(path, statedirs.READABLE, "[pxe_filter]dhcp_hostsdir")
+    # os.access alone says yes to root on a read-only mount: create and remove a real file.
+    probe = os.path.join(path, f".ironic-pxe-filter.probe.{os.getpid()}.tmp")
+    try:
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(13, "permission denied")
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"[pxe_filter]dhcp_hostsdir {path} is not writable "
+                          f"({exc.strerror or exc}): give this service's user write "
+                          f"access to it, or check that its file system is not "
+                          f"mounted read-only") from None
+    return path
 
 
 def _check_paths(conf: cfg.ConfigOpts, once: bool) -> tuple[str, str, str | None, str | None]:
-    """(hostsdir, state file, broadcast URL, notification URL), checked; raises FatalError
-    or ConfigError."""
-    try:
-        hostsdir = check_hostsdir(conf.pxe_filter.dhcp_hostsdir)
-        state_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
-        if os.path.dirname(os.path.abspath(state_path)) == hostsdir \
-                and not os.path.basename(state_path).startswith("."):
-            raise ConfigError(f"[pxe_filter]state_file {state_path} is in the hostsdir: "
-                              f"dnsmasq would read it, and the filter removes every file "
-                              f"there it does not manage; name it with a leading dot or "
-                              f"put it elsewhere")
-        transport_url = None if once else messaging.configured_transport_url(conf)
-        notification_url = None
-        if conf.pxe_filter.ironic_notifications and not once:
-            notification_url = messaging.configured_notification_url(conf)
-            if not notification_url:
-                raise ConfigError(
-                    "[pxe_filter]ironic_notifications = true needs Ironic's message bus: set "
-                    "[oslo_messaging_notifications]transport_url (or [DEFAULT]transport_url)")
-            broker_connection(notification_url)  # refuses what cannot work, before anything
-    except (cfg.Error, ValueError) as exc:
-        raise ConfigError(f"invalid configuration: {exc}") from None
+    """(hostsdir, state file, broadcast URL, notification URL), checked; raises ConfigError,
+    cfg.Error or ValueError."""
+    hostsdir = _check_hostsdir(conf.pxe_filter.dhcp_hostsdir)
+    state_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
+    if os.path.dirname(os.path.abspath(state_path)) == hostsdir \
+            and not os.path.basename(state_path).startswith("."):
+        raise ConfigError(f"[pxe_filter]state_file {state_path} is in the hostsdir: "
+                          f"dnsmasq would read it, and the filter removes every file "
+                          f"there it does not manage; name it with a leading dot or "
+                          f"put it elsewhere")
+    transport_url = None if once else messaging.configured_transport_url(conf)
+    notification_url = None
+    if conf.pxe_filter.ironic_notifications and not once:
+        notification_url = messaging.configured_notification_url(conf)
+        if not notification_url:
+            raise ConfigError(
+                "[pxe_filter]ironic_notifications = true needs Ironic's message bus: set "
+                "[oslo_messaging_notifications]transport_url (or [DEFAULT]transport_url)")
+        broker_connection(notification_url)  # refuses what cannot work, before anything
     return hostsdir, state_path, transport_url, notification_url
 
 
 def _open_source(conf: cfg.ConfigOpts, read_timeout: float) -> DatabaseSource:
-    """The database, checked to answer; raises FatalError (ConfigError: no SQLite file)."""
+    """The database, checked to answer; raises ServiceError (ConfigError: no SQLite file)."""
     try:
         engine = engine_from_conf(conf, read_only=True)
     except DatabaseError as exc:
@@ -128,29 +150,31 @@ def _open_source(conf: cfg.ConfigOpts, read_timeout: float) -> DatabaseSource:
         check_connection(engine)
     except DatabaseError as exc:
         engine.dispose()
-        raise FatalError(f"{exc}; check [database]connection and that the database server "
-                         f"is running") from None
+        raise ServiceError(f"{exc}; check [database]connection and that the database "
+                           f"server is running") from None
     return DatabaseSource(engine, read_timeout)
 
 
 class Daemon:
     """One ironic-pxe-filter process, complete from construction: it checks the
     configuration, the database and the hostsdir and takes the hostsdir lock; raises
-    FatalError (ConfigError for configuration mistakes)."""
+    ServiceError (ConfigError for configuration mistakes)."""
 
     def __init__(self, conf: cfg.ConfigOpts, lifecycle: Lifecycle, once: bool = False) -> None:
         self.conf = conf
         self.lifecycle = lifecycle
         self.once = once
-        self.options = options = Options.read(conf)
-        hostsdir, state_path, transport_url, notification_url = _check_paths(conf, once)
+        try:
+            self.options = options = Options.read(conf)
+            hostsdir, state_path, transport_url, notification_url = _check_paths(conf, once)
+        except (cfg.Error, ValueError) as exc:
+            raise ConfigError(f"invalid configuration: {exc}") from None
         self.source = _open_source(conf, options.read_timeout)
         try:
             self._assemble(hostsdir, state_path, transport_url, notification_url)
         except BaseException:
             self.source.close()
             raise
-        warn_conflicts(options.settings.discovery_enabled, options.settings.deny_unknown_macs)
 
     def _assemble(self, hostsdir: str, state_path: str, transport_url: str | None,
                   notification_url: str | None) -> None:
@@ -178,10 +202,11 @@ class Daemon:
             self.control = Control() if once else dnsmasq_control.from_conf(conf, dnsmasq_exited)
         except ControlError as exc:
             raise ConfigError(str(exc)) from None
-        # The default state file is a dotfile in the hostsdir: written relative to the held one.
-        self.status = status = state.StatusRecorder(
-            state_path, hostsdir, sync.figures, self.control.describe,
-            dir_fd=None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd))
+        # The default state file is a dotfile in the hostsdir: written relative to the held
+        # one, and so is the lease book beside it.
+        dir_fd = None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd)
+        self.status = status = state.StatusRecorder(state_path, hostsdir, sync.figures,
+                                                    self.control.describe, dir_fd=dir_fd)
         status.scope = lambda: sync.settings.scope.describe()  # noqa: PLW0108 - SIGHUP
         self.metrics = FilterMetrics(status)
         self.metrics_server = prometheus.MetricsServer(
@@ -206,8 +231,7 @@ class Daemon:
         #: dnsmasq's lease reports (None: not watched) and each MAC's last DHCP.
         self.lease_spool = None if once else (conf.dnsmasq.lease_report_dir or None)
         self.lease_book = leases.LeaseBook(
-            leases.book_path(state_path) if self.lease_spool else None,
-            dir_fd=None if conf.pxe_filter.state_file else (lambda: sync.hostsdir.dir_fd))
+            leases.book_path(state_path) if self.lease_spool else None, dir_fd=dir_fd)
         self._warned_purge = False
         self._lease_saved = self._hints_retry_at = self._due_sync_at = 0.0
         self._hints_failing = False
@@ -223,7 +247,8 @@ class Daemon:
         sync.after_foreign = self._after_foreign
         self.healer = SelfHealer(sync.hostsdir.path, sync, self.control, status,
                                  reload_dnsmasq=self._reload_dnsmasq,
-                                 threshold=self._threshold, wake=self.lifecycle.wake)
+                                 threshold=conf.dnsmasq.reload_threshold,
+                                 wake=self.lifecycle.wake)
         self.watcher: HostsdirWatcher | None = None  # --once
         if not once:
             # Watching before the first sync: nothing changed meanwhile goes unnoticed. Our
@@ -232,12 +257,9 @@ class Daemon:
                                            self.healer.on_overflow, self.healer.on_lost)
             sync.hostsdir.observer = self.watcher
 
-    def _threshold(self) -> int:
-        return self.conf.dnsmasq.reload_threshold
-
     # -- start-up ----------------------------------------------------------------------
     def start(self) -> str | int:
-        """Deny wildcard, first sync, watcher, dnsmasq, broadcasts; raises FatalError.
+        """Deny wildcard, first sync, watcher, dnsmasq, broadcasts; raises ServiceError.
 
         Returns the READY status, or (with --once, or stopped meanwhile) the exit status.
         """
@@ -247,8 +269,8 @@ class Daemon:
             # Until the first sync knows better, no unknown MAC may be served.
             self.sync.write_deny_wildcard()
         except OSError as exc:
-            raise FatalError(f"cannot write the deny wildcard in {hostsdir}: "
-                             f"{exc.strerror or exc}") from None
+            raise ServiceError(f"cannot write the deny wildcard in {hostsdir}: "
+                               f"{exc.strerror or exc}") from None
         period = self.options.sync_period
         LOG.info("Managing %s from %s (sync every %s; dnsmasq control: %s)", hostsdir,
                  self.source.describe(), f"{period} s" if period else
@@ -256,7 +278,7 @@ class Daemon:
         LOG.info("Serving %s", self.options.settings.scope.describe())
         result = self._first_sync()
         if self.failsafe.fatal:
-            raise FatalError(self.failsafe.fatal)
+            raise ServiceError(self.failsafe.fatal)
         if self.once or self.lifecycle.stopping:
             return EXIT_RUNTIME if result.failed else EXIT_OK
         self.watcher.start()  # there is one: not --once
@@ -273,15 +295,15 @@ class Daemon:
         try:
             result = self.sync.full_sync()
         except DatabaseError as exc:
-            raise FatalError(f"first sync failed: {exc}; check [database]connection points at "
-                             f"an Ironic database or one made by 'ironic-inspection "
-                             f"dbsync'") from None
+            raise ServiceError(f"first sync failed: {exc}; check [database]connection points "
+                               f"at an Ironic database or one made by 'ironic-inspection "
+                               f"dbsync'") from None
         except OSError as exc:
-            raise FatalError(f"first sync failed: cannot read {self.sync.hostsdir.path}: "
-                             f"{exc.strerror or exc}") from None
+            raise ServiceError(f"first sync failed: cannot read {self.sync.hostsdir.path}: "
+                               f"{exc.strerror or exc}") from None
         except HostsdirSwapped as exc:
-            raise FatalError(f"first sync refused: {exc}: point [pxe_filter]dhcp_hostsdir "
-                             f"at the directory itself") from None
+            raise ServiceError(f"first sync refused: {exc}: point [pxe_filter]dhcp_hostsdir "
+                               f"at the directory itself") from None
         self._after_sync(result, first=True)
         return result
 
@@ -304,8 +326,8 @@ class Daemon:
         try:
             self.control.start()
         except ControlError as exc:
-            raise FatalError(f"{exc}; the hostsdir is synced, fix [dnsmasq] and restart "
-                             f"ironic-pxe-filter") from None
+            raise ServiceError(f"{exc}; the hostsdir is synced, fix [dnsmasq] and restart "
+                               f"ironic-pxe-filter") from None
         if self.control.can_reload:
             LOG.info("dnsmasq started or reloaded after the first sync (%s)", self.control.name)
 
@@ -315,8 +337,8 @@ class Daemon:
         try:
             self.listener.start()
         except Exception as exc:  # driver-specific exception types
-            raise FatalError(f"cannot listen for broadcasts on [DEFAULT]transport_url: "
-                             f"{exc}") from None
+            raise ServiceError(f"cannot listen for broadcasts on [DEFAULT]transport_url: "
+                               f"{exc}") from None
         LOG.info("Listening for update_pxe_filters broadcasts as server %s", self.conf.host)
 
     # -- dnsmasq -----------------------------------------------------------------------
@@ -363,11 +385,18 @@ class Daemon:
             LOG.warning("The database answers again: unknown MACs follow the policy again "
                         "(%s)", "allowed" if result.unknown_allowed else "denied")
         self._purge_stale(result)
-        if not first and result.written > self._threshold():
+        if not first and result.written > self.conf.dnsmasq.reload_threshold:
             self._reload_dnsmasq(f"a sync rewrote {result.written} files")
         elif result.purged:
             self.status.dnsmasq_event("reload", f"purged {result.purged} file(s)")
-        self._log_sync(result, first)
+        changed = first or result.written or result.failed or result.fenced
+        LOG.log(logging.INFO if changed else logging.DEBUG, "%s sync: %s",
+                "First" if first else "Full", result.summary())
+        if result.interrupted:
+            LOG.info("Sync interrupted by shutdown")
+        systemd.notify(f"STATUS={result.allowed} MAC(s) allowed, {result.denied} denied, "
+                       f"unknown {'allowed' if result.unknown_allowed else 'denied'}, "
+                       f"{result.failed} file(s) failing")
         self.metrics.sync(result)
         self.status.sync(result, first)
 
@@ -399,7 +428,7 @@ class Daemon:
         self.status.broadcast(result)
 
     def _reload_beyond_threshold(self, result: BroadcastResult) -> None:
-        if result.written > self._threshold():
+        if result.written > self.conf.dnsmasq.reload_threshold:
             self._reload_dnsmasq(f"{result.written} files rewritten at once")
 
     # -- running -----------------------------------------------------------------------
@@ -407,20 +436,16 @@ class Daemon:
         """Sync every sync_period, read hinted MACs as they come, watch dnsmasq's leases,
         until asked to stop; SIGHUP reloads and resyncs."""
         life = self.lifecycle
-        period = self.options.sync_period
-        next_sync = time.monotonic() + period if period else None
+        next_sync = time.monotonic() + (self.options.sync_period or math.inf)
         while not life.stopping:
-            now = time.monotonic()
-            timeouts = [t for t in (systemd.watchdog_interval(), HOSTSDIR_CHECK,
-                                    self.poller.wait(),
-                                    None if next_sync is None else max(next_sync - now, 0))
-                        if t is not None]
             # New hints and a lost hostsdir end the wait at once (on_pending, on_lost wake).
-            life.wait(min(timeouts))
+            life.wait(min(HOSTSDIR_CHECK, max(next_sync - time.monotonic(), 0),
+                          *(t for t in (systemd.watchdog_interval(), self.poller.wait())
+                            if t is not None)))
             if life.stopping:
                 break
             if self.failsafe.fatal:
-                raise FatalError(self.failsafe.fatal)
+                raise ServiceError(self.failsafe.fatal)
             life.ping(force=True)
             if self.healer.check_hostsdir():
                 self.watcher.rewatch(self.sync.hostsdir.path)
@@ -429,24 +454,16 @@ class Daemon:
             self._reconcile()
             self._check_leases()
             self._reload_if_foreign()
+            now = time.monotonic()
             if life.reload_requested:
-                life.reload_requested = False
-                systemd.notify("RELOADING=1", f"MONOTONIC_USEC={_monotonic_usec()}",
-                               "STATUS=reloading configuration and resyncing")
-                period = self._reload(period)
+                self._reload()
+            elif now >= next_sync or (self.sync.full_sync_due and now >= self._due_sync_at):
+                # One asked for outside the period waits DUE_SYNC_INTERVAL after this one.
+                self._due_sync_at = now + DUE_SYNC_INTERVAL
                 self._periodic_sync()
-                self._reload_dnsmasq("SIGHUP")
-                allowed, denied, _ = self.sync.figures()
-                systemd.notify("READY=1", f"STATUS=reloaded: {allowed} MAC(s) allowed, "
-                                          f"{denied} denied")
-            elif self.sync.full_sync_due and time.monotonic() >= self._due_sync_at:
-                self._due_sync_at = time.monotonic() + DUE_SYNC_INTERVAL
-                self._periodic_sync()
-            elif next_sync is None or time.monotonic() < next_sync:
-                continue
             else:
-                self._periodic_sync()
-            next_sync = time.monotonic() + period if period else None
+                continue
+            next_sync = time.monotonic() + (self.options.sync_period or math.inf)
 
     def _reconcile(self) -> None:
         """Read what broadcasts and notifications hinted at, and write what it says."""
@@ -542,22 +559,28 @@ class Daemon:
         except OSError as exc:
             LOG.debug("Retry of the failed files: cannot list the hostsdir: %s", exc)
 
-    def _reload(self, period: int) -> int:
+    def _reload(self) -> None:
+        """SIGHUP: re-read the configuration files, resync, reload dnsmasq."""
+        self.lifecycle.reload_requested = False
+        systemd.notify("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}",
+                       "STATUS=reloading configuration and resyncing")
         LOG.info("SIGHUP: re-reading the configuration files")
         try:
             self.conf.mutate_config_files()
             options = Options.read(self.conf)
-        except (cfg.Error, ValueError, SystemExit, ConfigError, FatalError) as exc:
+        except (cfg.Error, ValueError, SystemExit) as exc:
             LOG.error("Configuration not reloaded, keeping the previous options: %s; fix the "
                       "file and send SIGHUP again", exc)
-            return period
-        self.options = options
-        self.source.read_timeout = options.read_timeout
-        self.sync.settings = options.settings
-        self.sync.reread_files()
-        LOG.info("Serving %s", options.settings.scope.describe())
-        warn_conflicts(options.settings.discovery_enabled, options.settings.deny_unknown_macs)
-        return options.sync_period
+        else:
+            self.options = options
+            self.source.read_timeout = options.read_timeout
+            self.sync.settings = options.settings
+            self.sync.reread_files()
+            LOG.info("Serving %s", options.settings.scope.describe())
+        self._periodic_sync()
+        self._reload_dnsmasq("SIGHUP")
+        allowed, denied, _ = self.sync.figures()
+        systemd.notify("READY=1", f"STATUS=reloaded: {allowed} MAC(s) allowed, {denied} denied")
 
     def _guard_outage(self) -> None:
         """Close unknown MACs once the database has left a read unanswered for the configured
@@ -596,20 +619,9 @@ class Daemon:
             self.status.error(f"cannot list the hostsdir: {exc.strerror or exc}", write=True)
             return
         except HostsdirSwapped:
-            if self.healer.check_hostsdir():  # restores it, or raises FatalError
-                self.watcher.rewatch(self.sync.hostsdir.path)
+            self.lifecycle.wake()  # the main loop's next pass restores it (check_hostsdir)
             return
         self._after_sync(result)
-
-    def _log_sync(self, result: SyncResult, first: bool = False) -> None:
-        changed = first or result.written or result.failed or result.fenced
-        LOG.log(logging.INFO if changed else logging.DEBUG, "%s sync: %s",
-                "First" if first else "Full", result.summary())
-        if result.interrupted:
-            LOG.info("Sync interrupted by shutdown")
-        systemd.notify(f"STATUS={result.allowed} MAC(s) allowed, {result.denied} denied, "
-                       f"unknown {'allowed' if result.unknown_allowed else 'denied'}, "
-                       f"{result.failed} file(s) failing")
 
     def shutdown(self) -> None:
         """Stop serving broadcasts and watching, stop a dnsmasq we run, release the lock."""

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from pxe_filter.checks import FatalError
+from pxe_filter.common.lifecycle import ServiceError
 from pxe_filter.hostsdir_cache import WILDCARD, WILDCARD_MAC, HostsDirCache, content
 from pxe_filter.policy import DesiredState
 
@@ -89,22 +89,22 @@ class HostsDir(HostsDirCache):
 
     def lock(self) -> None:
         """Take the lock of the directory held (again after :meth:`reopen`, leaving the one
-        before); raises FatalError naming the daemon that holds it."""
+        before); raises ServiceError naming the daemon that holds it."""
         path = os.path.join(self.path, LOCK_NAME)
         # The lock is held on a read-only descriptor: one open for writing for the
         # daemon's lifetime would keep the file system from being remounted read-only.
         try:
             fd = self._open_lock(os.O_RDONLY | os.O_CREAT)
         except OSError as exc:
-            raise FatalError(f"cannot open lock file {path}: {exc.strerror}") from None
+            raise ServiceError(f"cannot open lock file {path}: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             owner = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise FatalError(f"another ironic-pxe-filter (pid {owner}) already manages "
-                             f"{self.path} (lock {path}): stop it, or give this one its own "
-                             f"[pxe_filter]dhcp_hostsdir") from None
+            raise ServiceError(f"another ironic-pxe-filter (pid {owner}) already manages "
+                               f"{self.path} (lock {path}): stop it, or give this one its own "
+                               f"[pxe_filter]dhcp_hostsdir") from None
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # in the directory held before, gone or replaced
         self._lock_fd = fd

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import NoReturn
 
-from pxe_filter.checks import FatalError
+from pxe_filter.common.lifecycle import ServiceError
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.status.recorder import StatusRecorder
 from pxe_filter.sync import FilterSync
@@ -29,13 +29,13 @@ class SelfHealer:
     """Repairs files and restores the hostsdir; reloads dnsmasq when that is needed.
 
     ``reload_dnsmasq(reason)`` reloads through the daemon (logged, recorded);
-    ``threshold()`` is the number of rewritten files beyond which dnsmasq is reloaded;
+    ``threshold`` is the number of rewritten files beyond which dnsmasq is reloaded;
     ``wake()`` wakes the daemon's main loop, which then calls :meth:`check_hostsdir`.
     """
 
     def __init__(self, hostsdir: str, sync: FilterSync, control: Control,
                  status: StatusRecorder, *, reload_dnsmasq: Callable[[str], bool],
-                 threshold: Callable[[], int], wake: Callable[[], None]) -> None:
+                 threshold: int, wake: Callable[[], None]) -> None:
         self.hostsdir = hostsdir
         self.sync = sync
         self.control = control
@@ -51,7 +51,7 @@ class SelfHealer:
         if self.lost is not None or self.sync.hostsdir.swapped() is not None:
             return []  # the directory held is no longer the hostsdir: check_hostsdir decides
         repaired = self.sync.repair(names, content)
-        if len(repaired) > self._threshold():
+        if len(repaired) > self._threshold:
             self._reload_dnsmasq(f"{len(repaired)} files were repaired")
         self.status.repaired(repaired)
         return repaired
@@ -71,7 +71,7 @@ class SelfHealer:
     def check_hostsdir(self) -> bool:
         """Restore a removed or replaced hostsdir; True if it was restored (watch it again).
 
-        Raises FatalError when it cannot be restored, when no dnsmasq control can make
+        Raises ServiceError when it cannot be restored, when no dnsmasq control can make
         dnsmasq watch the restored directory, or when the path is now a symlink or not a
         directory (after stopping dnsmasq: it would follow the path at its next reload).
         """
@@ -100,25 +100,25 @@ class SelfHealer:
                 os.fchmod(self.sync.hostsdir.dir_fd, 0o755)  # dnsmasq reads it as its user
             self.sync.hostsdir.lock()
         except OSError as exc:
-            raise FatalError(f"cannot restore the hostsdir {self.hostsdir}: "
-                             f"{exc.strerror or exc}") from None
+            raise ServiceError(f"cannot restore the hostsdir {self.hostsdir}: "
+                               f"{exc.strerror or exc}") from None
         LOG.warning("Hostsdir %s restored: %d file(s) written", self.hostsdir, written)
         self.status.error(f"hostsdir {reason}; restored {written} file(s)")
         if not self.control.can_reload:
-            raise FatalError(f"the hostsdir {self.hostsdir} was {reason} and dnsmasq only "
-                             f"watches the old one; no [dnsmasq]control is configured, so "
-                             f"exiting for systemd to restart dnsmasq with the filter")
+            raise ServiceError(f"the hostsdir {self.hostsdir} was {reason} and dnsmasq only "
+                               f"watches the old one; no [dnsmasq]control is configured, so "
+                               f"exiting for systemd to restart dnsmasq with the filter")
         try:
             self.control.restart()
         except ControlError as exc:
-            raise FatalError(f"hostsdir restored but dnsmasq could not be restarted: "
-                             f"{exc}") from None
+            raise ServiceError(f"hostsdir restored but dnsmasq could not be restarted: "
+                               f"{exc}") from None
         LOG.warning("dnsmasq restarted on the restored hostsdir")
         self.status.dnsmasq_event("restart", f"hostsdir {reason}")
         return True
 
     def _refuse(self, why: str, noticed: str) -> NoReturn:
-        """The path is a symlink or not a directory: stop dnsmasq, raise FatalError."""
+        """The path is a symlink or not a directory: stop dnsmasq, raise ServiceError."""
         stopped = "no [dnsmasq]control: systemd stops dnsmasq with this service (BindsTo=)"
         if self.control.can_reload:
             try:
@@ -132,4 +132,4 @@ class SelfHealer:
                    f"find who swapped it, then start ironic-pxe-filter again")
         self.status.error(message)
         self.status.set_fail_closed(f"exiting: {message}")
-        raise FatalError(message)
+        raise ServiceError(message)

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from pxe_filter.checks import FatalError
+from pxe_filter.common.lifecycle import ServiceError
 from pxe_filter.dnsmasq.control import RELOADED, Control
 from pxe_filter.selfheal.healer import SelfHealer
 from pxe_filter.status.recorder import StatusRecorder
@@ -52,7 +52,7 @@ def parts(tmp_path):
         return True
 
     healer = SelfHealer(str(hostsdir), sync, control, status,
-                        reload_dnsmasq=reload_dnsmasq, threshold=lambda: 1,
+                        reload_dnsmasq=reload_dnsmasq, threshold=1,
                         wake=lambda: wakes.append(1))
     yield healer, hostsdir, control, status, reloads, wakes
     sync.hostsdir.unlock()
@@ -117,6 +117,6 @@ def test_restoring_without_a_control_is_fatal_after_writing_the_files(parts):
     healer, hostsdir, _, _, _, _ = parts
     healer.control = Control()
     shutil.rmtree(hostsdir)
-    with pytest.raises(FatalError, match="no \\[dnsmasq\\]control"):
+    with pytest.raises(ServiceError, match="no \\[dnsmasq\\]control"):
         healer.check_hostsdir()
     assert (hostsdir / DENIED).read_text() == f"{DENIED},ignore\n"
