@@ -70,6 +70,9 @@ class Options:
     #: Seconds without an answered read before unknown MACs are denied (0: never).
     outage_deny_unknown: int = 0
     read_timeout: float = 10.0
+    poll_interval: float = 1.0
+    poll_margin: int = 10
+    purge_stale_files: bool = False
 
     @classmethod
     def read(cls, conf: cfg.ConfigOpts) -> "Options":
@@ -77,7 +80,8 @@ class Options:
         cfg.Error or ValueError."""
         opts = conf.pxe_filter
         options = cls(opts.sync_period, Settings.from_conf(conf),
-                      opts.database_outage_deny_unknown, opts.database_read_timeout)
+                      opts.database_outage_deny_unknown, opts.database_read_timeout,
+                      opts.poll_interval, opts.poll_margin, opts.purge_stale_files)
         if options.settings.deny_unknown_macs and options.settings.discovery_enabled:
             LOG.warning("[pxe_filter]deny_unknown_macs and [auto_discovery]enabled are both "
                         "true: unknown machines are refused, so auto-discovery cannot work")
@@ -238,7 +242,7 @@ class Daemon:
         self._guard_stop = threading.Event()
         self._guard = threading.Thread(target=self._guard_outage, name="database-outage-guard",
                                        daemon=True)
-        self.poller = Poller(self.source, sync, conf)
+        self.poller = Poller(self.source, sync, lambda: self.options)
         sync.on_broadcast = self._after_broadcast
         sync.on_pending = self.lifecycle.wake
         self.failsafe = FailSafe(sync.hostsdir, self.control, status,
@@ -359,7 +363,7 @@ class Daemon:
         return True
 
     def _purge_stale(self, result: SyncResult) -> None:
-        if not self.conf.pxe_filter.purge_stale_files:
+        if not self.options.purge_stale_files:
             return
         if not self.control.can_reload:
             if not self._warned_purge:

@@ -13,8 +13,8 @@ asked for. The periodic full sync stays.
 import datetime
 import logging
 import time
-
-from oslo_config import cfg
+from collections.abc import Callable
+from typing import Any
 
 from pxe_filter.common.database import DatabaseError
 from pxe_filter.source import DatabaseSource
@@ -42,14 +42,17 @@ def _utcnow() -> datetime.datetime:
 class Poller:
     """Hints the sync with the rows changed since the last poll; run from the main loop."""
 
-    def __init__(self, source: DatabaseSource, sync: FilterSync, conf: cfg.ConfigOpts) -> None:
+    def __init__(self, source: DatabaseSource, sync: FilterSync,
+                 options: Callable[[], Any]) -> None:
         self.source = source
         self.sync = sync
-        self.opts = conf.pxe_filter
+        # The daemon's options as last read (poll_interval, poll_margin): a SIGHUP that
+        # brings an invalid value is refused whole, never read here.
+        self.options = options
         # per table: its signal, the start of its last read less the margin, its counts
         # then (rows, highest id, new rows) and until when its rows are read anyway
         self._signal: dict[str, object] = {}
-        since = _utcnow() - datetime.timedelta(seconds=self.opts.poll_margin)
+        since = _utcnow() - datetime.timedelta(seconds=options().poll_margin)
         self._since = dict.fromkeys(TABLES, since)
         self._counts: dict[str, tuple[int, int, int]] = {}
         self._settle_until = dict.fromkeys(TABLES, 0.0)
@@ -58,12 +61,12 @@ class Poller:
 
     def wait(self) -> float | None:
         """Seconds until the next poll is due (None: polling is off)."""
-        interval = self.opts.poll_interval
+        interval = self.options().poll_interval
         return max(self._next - time.monotonic(), 0.0) if interval else None
 
     def poll(self) -> None:
         """Poll if due; a database error is logged and the next poll tries again."""
-        interval = self.opts.poll_interval
+        interval = self.options().poll_interval
         if not interval or time.monotonic() < self._next:
             return
         self._next = time.monotonic() + interval
@@ -93,7 +96,7 @@ class Poller:
                   if table in moved or now < self._settle_until[table]]
         if not tables:
             return
-        started = _utcnow() - datetime.timedelta(seconds=self.opts.poll_margin)
+        started = _utcnow() - datetime.timedelta(seconds=self.options().poll_margin)
         found = self.source.changes(
             {table: self._since[table] for table in tables},
             {table: self._counts[table][1] for table in tables if table in self._counts})

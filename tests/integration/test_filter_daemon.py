@@ -364,6 +364,17 @@ def test_sighup_rereads_mutable_options(sqlite_url, tmp_path, hostsdir):
         daemon.wait_log("Configuration not reloaded")
         assert daemon.proc.poll() is None
         assert read(hostsdir, WILDCARD) == ALLOW_ALL
+        # So is a bad value of an option read between syncs (the poll's, the purge's): the
+        # main loop keeps the options it has, it never reads the refused ones.
+        start = len(daemon.log_text())
+        daemon.config_path.write_text(text + "\n[pxe_filter]\npoll_interval = often\n"
+                                             "purge_stale_files = maybe\n")
+        daemon.signal(signal.SIGHUP)
+        log = daemon.wait_log("Configuration not reloaded", start=start)
+        assert "poll_interval" in log[start:] or "purge_stale_files" in log[start:]
+        time.sleep(2.5)  # two polls and more: each would read the option
+        assert daemon.proc.poll() is None, daemon.log_text()
+        assert "Traceback" not in daemon.log_text()
     finally:
         assert daemon.stop() == 0
 

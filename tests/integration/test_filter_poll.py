@@ -199,8 +199,7 @@ def test_poll_reads_the_table_that_changed(db_url, tmp_path):
     source = RecordingSource(create_engine(db_url))
     sync = FilterSync(source, str(hostsdir))
     sync.full_sync()
-    poller = Poller(source, sync, SimpleNamespace(
-        pxe_filter=SimpleNamespace(poll_interval=0.05, poll_margin=10)))
+    poller = Poller(source, sync, lambda: SimpleNamespace(poll_interval=0.05, poll_margin=10))
 
     def poll() -> None:
         time.sleep(0.05)

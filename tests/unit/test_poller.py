@@ -54,8 +54,7 @@ def setup(engine, hosts, monkeypatch):
     source = CountingSource(engine)
     sync = FilterSync(source, str(hosts))
     sync.full_sync()
-    conf = SimpleNamespace(pxe_filter=SimpleNamespace(poll_interval=0.01, poll_margin=10))
-    poller = Poller(source, sync, conf)
+    poller = Poller(source, sync, lambda: SimpleNamespace(poll_interval=0.01, poll_margin=10))
     poller.poll()  # the first poll reads the rows: it has no signal to compare yet
     return engine, hosts, source, sync, poller, node
 
