@@ -17,6 +17,47 @@ LOG = logging.getLogger("pxe_filter")
 PROG = "ironic-pxe-filter"
 
 
+#: The commands besides the daemon itself: their modules (each with ``run(args, conf)``,
+#: imported only for that command), what they do, and their --help's description.
+COMMANDS = {
+    "render-dnsmasq-config": (
+        "pxe_filter.dnsmasq.render_cmd",
+        "render the [dnsmasq] options into dnsmasq's configuration",
+        "Render the dnsmasq configuration from the [dnsmasq] options, check it with 'dnsmasq "
+        "--test' and install it atomically (mode 0644). An invalid configuration is reported "
+        "and the installed file is kept."),
+    "status": (
+        "pxe_filter.status.command",
+        "what the running daemon last did (exit 3 if it does not run)",
+        "Show what the running ironic-pxe-filter last did: MAC counts, wildcard policy, last "
+        "sync and broadcast, files repaired, errors and the dnsmasq it drives."),
+    "explain": (
+        "pxe_filter.explain",
+        "what dnsmasq will do for a MAC, and why (running daemon or not)",
+        "Say what dnsmasq will do for a MAC (allow or deny) and why: its file in the hostsdir, "
+        "the unknown-MAC wildcard, its port and node in the database, and its last DHCP "
+        "lease."),
+}
+
+
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The argument parser of command ``name`` (in COMMANDS)."""
+    parser = argparse.ArgumentParser(prog=f"{PROG} {name}", description=COMMANDS[name][2])
+    config.add_config_options(parser, config.FILTER_DEFAULTS)
+    config.add_version_option(parser)
+    if name == "render-dnsmasq-config":
+        parser.add_argument("--output", metavar="PATH",
+                            help="where to write (default: [dnsmasq]config_file); '-' prints "
+                                 "the checked configuration on stdout")
+        parser.add_argument("--check-only", action="store_true",
+                            help="render and check with dnsmasq, write nothing")
+    else:
+        parser.add_argument("--format", choices=["human", "json"], default="human")
+    if name == "explain":
+        parser.add_argument("mac", metavar="MAC", help="the MAC address (any common spelling)")
+    return parser
+
+
 def _options_help() -> str:
     lines = ["configuration file options (read again on SIGHUP when marked 'reloadable'):"]
     groups = filter_conf.list_opts()
@@ -38,35 +79,18 @@ def _options_help() -> str:
     lines.append("  logging: oslo.log's options in [DEFAULT]: debug (reloadable), log_file,"
                  "\n    log_dir, use_stderr (default true), use_json, use_journal, "
                  "log_config_append ...")
-    lines.append("\nother commands:\n  ironic-pxe-filter render-dnsmasq-config --config-file F"
-                 "\n      render the [dnsmasq] options into dnsmasq's configuration (see its "
-                 "--help)"
-                 "\n  ironic-pxe-filter status --config-file F [--format json]"
-                 "\n      what the running daemon last did (exit 3 if it does not run)"
-                 "\n  ironic-pxe-filter explain MAC --config-file F [--format json]"
-                 "\n      what dnsmasq will do for MAC, and why (running daemon or not)")
+    lines.append("\nother commands (usage above, each with its own --help):")
+    lines += [f"  {name}: {summary}" for name, (_, summary, _) in COMMANDS.items()]
     lines.append("\nsignals: SIGHUP reloads, resyncs and reloads dnsmasq; SIGTERM/SIGINT stop "
                  "(exit 0).")
     lines.append("exit status: 0 stopped cleanly, 1 runtime error, 2 configuration error.")
     return "\n".join(lines)
 
 
-#: The commands besides the daemon itself, each with its own --help, and their modules
-#: (imported only for that command).
-COMMANDS = {"render-dnsmasq-config": "pxe_filter.dnsmasq.render_cmd",
-            "status": "pxe_filter.status.command", "explain": "pxe_filter.explain"}
-USAGE = ("%(prog)s [-h] [--config-file PATH] [--config-dir DIR] [--version] [--once] "
-         "[--debug]\n"
-         "       %(prog)s render-dnsmasq-config [-h] [--config-file PATH] [--output PATH] "
-         "[--check-only]\n"
-         "       %(prog)s status [-h] [--config-file PATH] [--format {human,json}]\n"
-         "       %(prog)s explain [-h] [--config-file PATH] [--format {human,json}] MAC")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (options, plus every configuration option in the epilog)."""
     parser = argparse.ArgumentParser(
-        prog="ironic-pxe-filter", usage=USAGE,
+        prog=PROG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Keep dnsmasq's --dhcp-hostsdir allow/deny files in step with the "
                     "node/port database and apply update_pxe_filters broadcasts.",
@@ -78,14 +102,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="log at DEBUG level (every sync, every MAC broadcast); same as "
                              "[DEFAULT]debug = true")
+    # The usage lists every command's, each from its own parser.
+    parser.usage = "\n       ".join(p.format_usage().removeprefix("usage: ").rstrip()
+                                    for p in [parser, *map(command_parser, COMMANDS)])
     return parser
+
+
+def run_command(name: str, argv: Sequence[str]) -> int:
+    """Run command ``name`` besides the daemon: parse ``argv``, load the daemon's configuration
+    (the files of --config-file/--config-dir, or the defaults; logging set up) and return its
+    module's ``run(args, conf)``, or 2 after a configuration error (while loading or from
+    ``run``)."""
+    parser = command_parser(name)
+    args = parser.parse_args(argv)
+    conf = cfg.ConfigOpts()
+    logs.register_options(conf, parser.prog)
+    filter_conf.register_opts(conf)
+    try:
+        config.load(conf, args.config_file, args.config_dir, config.FILTER_DEFAULTS)
+        logs.setup(conf, parser.prog)
+        return importlib.import_module(COMMANDS[name][0]).run(args, conf)
+    except (config.ConfigError, cfg.Error) as exc:
+        print(f"{parser.prog}: configuration error: {exc}", file=sys.stderr)
+        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
-        return importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
+        return run_command(argv[0], argv[1:])
     parser = build_parser()
     if argv and not argv[0].startswith("-"):
         parser.error(f"unknown command {argv[0]!r}: the commands are "

@@ -134,16 +134,3 @@ def list_sample_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
     groups = [(group, opts) for group, opts in list_opts() if group != dnsmasq_options.GROUP]
     return groups + dnsmasq_options.list_opts()
 
-
-def load_for_command(args, prog: str) -> cfg.ConfigOpts:
-    """The daemon's configuration for one of its commands (``status``, ``explain``,
-    ``render-dnsmasq-config``): the files of ``--config-file``/``--config-dir`` (or the
-    defaults) loaded, logging set up; raises ConfigError or cfg.Error."""
-    from pxe_filter.common import config, logs  # noqa: PLC0415 - commands only
-
-    conf = cfg.ConfigOpts()
-    logs.register_options(conf, prog)
-    register_opts(conf)
-    config.load(conf, args.config_file, args.config_dir, config.FILTER_DEFAULTS)
-    logs.setup(conf, prog)
-    return conf

@@ -122,7 +122,7 @@ def _check_paths(conf: cfg.ConfigOpts, once: bool) -> tuple[str, str, str | None
     """(hostsdir, state file, broadcast URL, notification URL), checked; raises ConfigError,
     cfg.Error or ValueError."""
     hostsdir = _check_hostsdir(conf.pxe_filter.dhcp_hostsdir)
-    state_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
+    state_path = state.path_of(conf)
     if os.path.dirname(os.path.abspath(state_path)) == hostsdir \
             and not os.path.basename(state_path).startswith("."):
         raise ConfigError(f"[pxe_filter]state_file {state_path} is in the hostsdir: "

@@ -12,14 +12,11 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from pxe_filter import conf as filter_conf
 from pxe_filter import leases, policy
 from pxe_filter.common import macs
-from pxe_filter.common.config import ConfigError
 from pxe_filter.common.database import DatabaseError, engine_from_conf
 from pxe_filter.hostsdir_cache import WILDCARD, WILDCARD_MAC, parse
 from pxe_filter.source import DatabaseSource, PortView
@@ -29,27 +26,15 @@ from pxe_filter.status import recorder as state
 PROG = "ironic-pxe-filter explain"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command's own argument parser."""
-    parser = status_cmd.command_parser(
-        PROG, "Say what dnsmasq will do for a MAC (allow or deny) and why: its file in the "
-              "hostsdir, the unknown-MAC wildcard, its port and node in the database, and "
-              "its last DHCP lease.")
-    parser.add_argument("mac", help="the MAC address (any common spelling)")
-    return parser
-
-
 def read_entry(hostsdir: str, name: str, mac: str) -> tuple[str | None, bool | None]:
     """The first line of file ``name`` in the hostsdir (None if there is no such file), and
     whether dnsmasq reads it as allowing ``mac`` (None: neither allow nor deny)."""
-    try:
-        fd = os.open(os.path.join(hostsdir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:  # never through a symbolic link
+        with open(os.path.join(hostsdir, name), "rb",
+                  opener=lambda path, flags: os.open(path, flags | os.O_NOFOLLOW)) as stream:
+            data = stream.read(128)
     except FileNotFoundError:
         return None, None
-    try:
-        data = os.read(fd, 128)
-    finally:
-        os.close(fd)
     line = data.decode(errors="replace").split("\n", 1)[0]
     return line, parse(mac, f"{line}\n".encode())
 
@@ -92,9 +77,9 @@ def database_reason(conf: cfg.ConfigOpts, mac: str, settings: policy.Settings
     else:
         where = "no port has this MAC"
     unknown = settings.unknown_allowed(found.any_served)
-    if conf.pxe_filter.deny_unknown_macs:
+    if settings.deny_unknown_macs:
         why = "[pxe_filter]deny_unknown_macs is set"
-    elif conf.auto_discovery.enabled:
+    elif settings.discovery_enabled:
         why = "auto-discovery is enabled"
     else:
         why = "a node is on inspection" if found.any_served else "no node is on inspection"
@@ -104,11 +89,11 @@ def database_reason(conf: cfg.ConfigOpts, mac: str, settings: policy.Settings
 
 def explain(conf: cfg.ConfigOpts, mac: str) -> dict:
     """The answer for canonical ``mac``; raises OSError if the hostsdir cannot be read."""
+    status_path = state.path_of(conf)
     hostsdir = os.path.abspath(conf.pxe_filter.dhcp_hostsdir)
     line, own = read_entry(hostsdir, mac, mac)
     wildcard = read_entry(hostsdir, WILDCARD, WILDCARD_MAC)[1]
     served, entry = what_dnsmasq_does(own, wildcard)
-    status_path = conf.pxe_filter.state_file or state.default_path(hostsdir)
     try:
         running, verdict = status_cmd.assess(status_cmd.load(status_path))
     except FileNotFoundError:
@@ -150,27 +135,19 @@ def render_human(answer: dict) -> str:
         f"  filter daemon:  {answer['daemon']}"])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; returns the exit status."""
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
+    """Print the answer for the MAC of ``args``; returns the exit status."""
     try:
-        mac = macs.normalize_mac(args.mac)
+        found = explain(conf, macs.normalize_mac(args.mac))
     except macs.InvalidMAC as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    try:
-        conf = filter_conf.load_for_command(args, PROG)
-        answer = explain(conf, mac)
-    except (ConfigError, cfg.Error, ValueError) as exc:
+    except ValueError as exc:
         print(f"{PROG}: configuration error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"{PROG}: cannot read the hostsdir: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    status_cmd.emit(json.dumps(answer, indent=1, sort_keys=True) if args.format == "json"
-                    else render_human(answer))
+    status_cmd.emit(json.dumps(found, indent=1, sort_keys=True) if args.format == "json"
+                    else render_human(found))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,10 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
-from oslo_config import cfg
 
 from pxe_filter import leases
-from pxe_filter.dnsmasq import settings as settings_mod
 from pxe_filter.dnsmasq.settings import DnsmasqConfigError, DnsmasqSettings
 
 TEMPLATE_NAME = "dnsmasq.conf.j2"
@@ -154,11 +152,6 @@ def install(text: str, path: str, binary: str = "dnsmasq") -> bool:
     On any failure ``path`` is left exactly as it was and the error is raised.
     """
     return _replace(path, text.encode(), FILE_MODE, lambda tmp: check_file(tmp, text, binary))
-
-
-def render_conf(conf: cfg.ConfigOpts) -> str:
-    """Validate the ``[dnsmasq]`` options of ``conf`` and render them (nothing written)."""
-    return render(settings_mod.from_conf(conf))
 
 
 def install_lease_script(settings: DnsmasqSettings) -> bool:

@@ -8,31 +8,13 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from pxe_filter import conf as filter_conf
-from pxe_filter.common.config import (
-    FILTER_DEFAULTS,
-    ConfigError,
-    add_config_options,
-    add_version_option,
-)
 from pxe_filter.status import recorder as state
 
 PROG = "ironic-pxe-filter status"
 NOT_RUNNING = 3
-
-
-def command_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """A parser with the options of the commands that read the daemon's figures
-    (``status``, ``explain``): configuration files, ``--version`` and ``--format``."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    add_config_options(parser, FILTER_DEFAULTS)
-    add_version_option(parser)
-    parser.add_argument("--format", choices=["human", "json"], default="human")
-    return parser
 
 
 def _pid_alive(pid: object) -> bool:
@@ -123,21 +105,9 @@ def emit(text: str) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; returns the exit status."""
-    args = command_parser(PROG, "Show what the running ironic-pxe-filter last did: MAC "
-                                "counts, wildcard policy, last sync and broadcast, files "
-                                "repaired, errors and the dnsmasq it drives.").parse_args(argv)
-    try:
-        conf = filter_conf.load_for_command(args, PROG)
-        hostsdir = conf.pxe_filter.dhcp_hostsdir
-        path = conf.pxe_filter.state_file
-        if not path and not hostsdir:
-            raise ConfigError("set [pxe_filter]dhcp_hostsdir (or [pxe_filter]state_file)")
-        path = path or state.default_path(os.path.abspath(hostsdir))
-    except (ConfigError, cfg.Error) as exc:
-        print(f"{PROG}: configuration error: {exc}", file=sys.stderr)
-        return 2
+def run(args: argparse.Namespace, conf: cfg.ConfigOpts) -> int:
+    """Print the figures of the state file of ``conf``; returns the exit status."""
+    path = state.path_of(conf)
     try:
         data = load(path)
     except FileNotFoundError:
@@ -154,7 +124,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     emit(json.dumps(data, indent=1, sort_keys=True) if args.format == "json"
          else render_human(data, verdict))
     return 0 if running else NOT_RUNNING
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pxe_filter.common.config import ConfigError
 from pxe_filter.hostsdir import overwrite, replace_file
 
 LOG = logging.getLogger(__name__)
@@ -24,9 +25,14 @@ STATE_NAME = ".ironic-pxe-filter.status.json"
 FORMAT_VERSION = 1
 
 
-def default_path(hostsdir: str) -> str:
-    """Where the state file goes when ``[pxe_filter]state_file`` is unset."""
-    return os.path.join(hostsdir, STATE_NAME)
+def path_of(conf) -> str:
+    """Where the state file is: ``[pxe_filter]state_file``, else STATE_NAME in the hostsdir;
+    raises ConfigError when neither is set."""
+    if conf.pxe_filter.state_file:
+        return conf.pxe_filter.state_file
+    if not conf.pxe_filter.dhcp_hostsdir:
+        raise ConfigError("set [pxe_filter]dhcp_hostsdir (or [pxe_filter]state_file)")
+    return os.path.join(os.path.abspath(conf.pxe_filter.dhcp_hostsdir), STATE_NAME)
 
 
 def _now() -> str:

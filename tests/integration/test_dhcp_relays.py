@@ -41,7 +41,7 @@ from scapy.layers.dhcp6 import (
 )
 
 from pxe_filter import conf as filter_conf
-from pxe_filter.dnsmasq import config, options
+from pxe_filter.dnsmasq import config, options, settings
 from tests.support import dhcp_client, netns, services
 from tests.support.processes import terminate
 
@@ -160,7 +160,7 @@ def _render(tmp_path: Path, dhcp_ranges: list[str], range_v6: str) -> Path:
             "ipv6_bootfile_url": BOOT_V6}.items():
         conf.set_override(name, value, group="dnsmasq")
     target = tmp_path / "dnsmasq.conf"
-    config.install(config.render_conf(conf), str(target))
+    config.install(config.render(settings.from_conf(conf)), str(target))
     return target
 
 

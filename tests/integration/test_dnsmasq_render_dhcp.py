@@ -14,7 +14,7 @@ import pytest
 from oslo_config import cfg
 
 from pxe_filter import conf as filter_conf
-from pxe_filter.dnsmasq import config, options
+from pxe_filter.dnsmasq import config, options, settings
 from tests.support import dhcp_client, netns
 
 pytestmark = pytest.mark.netns
@@ -113,4 +113,5 @@ def test_each_client_class_gets_its_boot_file(rendered, dnsmasq_factory, netns_p
 
 def render_and_install(conf, target) -> bool:
     """What ``render-dnsmasq-config`` does: render, check with dnsmasq, install."""
-    return config.install(config.render_conf(conf), str(target), conf.dnsmasq.binary)
+    return config.install(config.render(settings.from_conf(conf)), str(target),
+                          conf.dnsmasq.binary)

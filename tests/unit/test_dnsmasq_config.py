@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from oslo_config import cfg
 
+from pxe_filter import cmd as filter_cmd
 from pxe_filter import conf as filter_conf
 from pxe_filter.common.config import load
-from pxe_filter.dnsmasq import config, render_cmd
+from pxe_filter.dnsmasq import config, settings
 from pxe_filter.dnsmasq.settings import DnsmasqConfigError, InvalidSettings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +46,7 @@ def make_conf(tmp_path: Path, dnsmasq: dict[str, str | list[str]] | None = None,
 def rendered(tmp_path: Path, dnsmasq: dict[str, str | list[str]] | None = None,
              **kwargs) -> list[str]:
     """The rendered configuration's option lines, after the real `dnsmasq --test` accepted it."""
-    text = config.render_conf(make_conf(tmp_path, dnsmasq, **kwargs))
+    text = config.render(settings.from_conf(make_conf(tmp_path, dnsmasq, **kwargs)))
     config.check(text)
     return [line for line in text.splitlines() if line and not line.startswith("#")]
 
@@ -158,7 +159,7 @@ def test_sample_configuration_renders_and_passes_dnsmasq(tmp_path):
     conf = cfg.ConfigOpts()
     filter_conf.register_opts(conf)
     load(conf, [str(filter_file), str(REPO / "etc/ironic-pxe-filter/dnsmasq-sample.conf")])
-    text = config.render_conf(conf)
+    text = config.render(settings.from_conf(conf))
     config.check(text)
     assert "dhcp-boot=tag:ipxe,http://192.0.2.1:8080/inspector.ipxe" in text.splitlines()
 
@@ -212,7 +213,7 @@ INVALID = [
 def test_invalid_values_are_refused_with_a_clear_error(tmp_path, values, message):
     conf = make_conf(tmp_path, values)
     with pytest.raises(InvalidSettings) as info:
-        config.render_conf(conf)
+        config.render(settings.from_conf(conf))
     assert message in str(info.value)
 
 
@@ -220,13 +221,13 @@ def test_every_problem_is_reported_at_once(tmp_path):
     conf = make_conf(tmp_path, {"dhcp_ranges": "192.0.2.9,192.0.2.1", "lease_time": "1"},
                      hostsdir="")
     with pytest.raises(InvalidSettings) as info:
-        config.render_conf(conf)
+        config.render(settings.from_conf(conf))
     assert len(info.value.problems) == 4  # interface, range, lease time, hostsdir
 
 
 def test_empty_hostsdir_is_refused(tmp_path):
     with pytest.raises(InvalidSettings, match=r"\[pxe_filter\]dhcp_hostsdir is not set"):
-        config.render_conf(make_conf(tmp_path, hostsdir=""))
+        config.render(settings.from_conf(make_conf(tmp_path, hostsdir="")))
 
 
 @pytest.mark.parametrize("option", ["interface", "dhcp_ranges", "ipxe_script_url", "tftp_root",
@@ -236,14 +237,14 @@ def test_newline_in_any_value_is_refused(tmp_path, option):
     values = {key: value for key, value in BASE.items() if key != option}
     conf = make_conf(tmp_path, values, raw=f"{option} = x\n  dhcp-range=0.0.0.0,255.255.255.255\n")
     with pytest.raises(InvalidSettings, match=rf"\[dnsmasq\]{option}: .*contains a newline"):
-        config.render_conf(conf)
+        config.render(settings.from_conf(conf))
 
 
 def test_newline_in_the_hostsdir_is_refused(tmp_path):
     conf = make_conf(tmp_path, hostsdir="/srv/hosts\n  dhcp-range=0.0.0.0,255.255.255.255")
     with pytest.raises(InvalidSettings, match=r"\[pxe_filter\]dhcp_hostsdir = .*: expected an "
                                               r"absolute path"):
-        config.render_conf(conf)
+        config.render(settings.from_conf(conf))
 
 
 def test_dnsmasq_test_really_rejects_bad_configuration():
@@ -261,7 +262,7 @@ def test_install_is_atomic_0644_and_reports_changes(tmp_path):
     finally:
         os.umask(old_umask)
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
-    assert target.read_text() == config.render_conf(conf)
+    assert target.read_text() == config.render(settings.from_conf(conf))
     inode = target.stat().st_ino
     assert render_and_install(conf, target) is False
     assert target.stat().st_ino == inode  # unchanged: not rewritten
@@ -306,16 +307,20 @@ def test_broken_template_is_a_clear_error(tmp_path):
     template.write_text("port=0\n{{ s.no_such_setting }}\n")
     conf = make_conf(tmp_path, {**BASE, "template": str(template)})
     with pytest.raises(DnsmasqConfigError, match=r"cannot render .*no_such_setting"):
-        config.render_conf(conf)
+        config.render(settings.from_conf(conf))
+
+
+def render_command(*argv: str) -> int:
+    return filter_cmd.main(["render-dnsmasq-config", *argv])
 
 
 def test_command_writes_then_reports_unchanged(tmp_path, capsys):
     path = write_conf(tmp_path, BASE)
     target = tmp_path / "out.conf"
     argv = ["--config-file", str(path), "--output", str(target)]
-    assert render_cmd.main(argv) == 0
+    assert render_command(*argv) == 0
     assert capsys.readouterr().out == f"{target}: written\n"
-    assert render_cmd.main(argv) == 0
+    assert render_command(*argv) == 0
     assert capsys.readouterr().out == f"{target}: unchanged\n"
     assert "dhcp-hostsdir=" + HOSTSDIR in target.read_text().splitlines()
 
@@ -325,7 +330,7 @@ def test_command_creates_the_directories_it_installs_into(tmp_path, capsys):
     path = write_conf(tmp_path, {**BASE, "config_file": str(root / "lib/filter/dnsmasq.conf"),
                                  "leasefile": str(root / "lib/dnsmasq/leases"),
                                  "pid_file": str(root / "run/dnsmasq/pid")})
-    assert render_cmd.main(["--config-file", str(path)]) == 0
+    assert render_command("--config-file", str(path)) == 0
     assert (root / "lib/filter/dnsmasq.conf").is_file()
     for directory in ("lib", "lib/filter", "lib/dnsmasq", "run/dnsmasq"):
         assert (root / directory).stat().st_mode & 0o777 == 0o755  # dnsmasq's user reads
@@ -334,9 +339,9 @@ def test_command_creates_the_directories_it_installs_into(tmp_path, capsys):
 
 def test_command_check_only_and_stdout_write_nothing(tmp_path, capsys):
     path = write_conf(tmp_path, {**BASE, "config_file": str(tmp_path / "never.conf")})
-    assert render_cmd.main(["--config-file", str(path), "--check-only"]) == 0
+    assert render_command("--config-file", str(path), "--check-only") == 0
     assert "valid" in capsys.readouterr().out
-    assert render_cmd.main(["--config-file", str(path), "--output", "-"]) == 0
+    assert render_command("--config-file", str(path), "--output", "-") == 0
     assert "interface=eth1\n" in capsys.readouterr().out
     assert not (tmp_path / "never.conf").exists()
 
@@ -345,7 +350,7 @@ def test_command_reports_invalid_values_without_traceback(tmp_path, capsys):
     target = tmp_path / "out.conf"
     target.write_text("port=0\n")
     path = write_conf(tmp_path, {**BASE, "dhcp_ranges": "192.0.2.9,192.0.2.1"})
-    assert render_cmd.main(["--config-file", str(path), "--output", str(target)]) == 1
+    assert render_command("--config-file", str(path), "--output", str(target)) == 1
     err = capsys.readouterr().err
     assert "start 192.0.2.9 is after end 192.0.2.1" in err
     assert "nothing was written" in err and "Traceback" not in err
@@ -353,7 +358,7 @@ def test_command_reports_invalid_values_without_traceback(tmp_path, capsys):
 
 
 def test_command_missing_config_file(tmp_path, capsys):
-    assert render_cmd.main(["--config-file", str(tmp_path / "nope.conf")]) == 2
+    assert render_command("--config-file", str(tmp_path / "nope.conf")) == 2
     assert "cannot read configuration file" in capsys.readouterr().err
 
 
@@ -368,4 +373,5 @@ def test_dnsmasq_binary_missing_is_a_clear_error():
 
 def render_and_install(conf, target) -> bool:
     """What ``render-dnsmasq-config`` does: render, check with dnsmasq, install."""
-    return config.install(config.render_conf(conf), str(target), conf.dnsmasq.binary)
+    return config.install(config.render(settings.from_conf(conf)), str(target),
+                          conf.dnsmasq.binary)
