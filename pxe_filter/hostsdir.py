@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pxe_filter.common.lifecycle import ServiceError
-from pxe_filter.hostsdir_cache import WILDCARD, WILDCARD_MAC, HostsDirCache, content
+from pxe_filter.hostsdir_cache import WILDCARD, WILDCARD_MAC, HostsDirCache, content, mac_of
 from pxe_filter.policy import DesiredState
 
 LOG = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ class HostsDir(HostsDirCache):
         """
         deny_others: list[tuple[str, str, bool]] = []
         allow_others: list[tuple[str, str, bool]] = []
-        # Files the database does not name: the wildcard, other spellings, MACs without port.
+        # Files the database does not name: the wildcard, MACs without port.
         # The set each file's content matches is subtracted first, so the intermediate set
         # stays small (the other order copies every deny name: 32 MB at 1M files).
         for names, state, first, then in (
@@ -149,7 +149,7 @@ class HostsDir(HostsDirCache):
                 (self.allow_names, True, desired.allow, desired.deny),
                 (self.odd_names, None, desired.allow, desired.deny)):
             for name in names - first - then:
-                mac = self.aliases.get(name, name)
+                mac = mac_of(name)
                 want = desired.decision(mac)
                 if state is not want:
                     (deny_others if not want else allow_others).append((name, mac, want))
@@ -166,9 +166,8 @@ class HostsDir(HostsDirCache):
         """(name, MAC) of files for MACs the policy does not name whose content already
         says what the wildcard says (so deleting them changes nothing dnsmasq decides)."""
         names = self.allow_names if desired.unknown_allowed else self.deny_names
-        return [(name, mac) for name in names if name != WILDCARD
-                for mac in [self.aliases.get(name, name)]
-                if mac not in desired.allow and mac not in desired.deny and mac not in keep]
+        return [(name, name) for name in names if name != WILDCARD
+                and name not in desired.allow and name not in desired.deny and name not in keep]
 
     def remove(self, files: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """Delete ``files`` (name, MAC); the ones actually deleted."""
@@ -256,8 +255,7 @@ class HostsDir(HostsDirCache):
             return True
         found = self.read_state(name, mac)
         if found is not None and found[1] is False:
-            self.inodes[name] = found[0]
-            self._remember(name, mac, False)  # already denies: only the rewrite failed
+            self._record_write(name, found[0], False)  # already denies: only the rewrite failed
             return True
         self.closed[name] = reason
         covered = self._close_wildcard()
@@ -285,7 +283,7 @@ class HostsDir(HostsDirCache):
             self.observer.cancel(WILDCARD)
             LOG.debug("Cannot rename %s over the wildcard: %s", RESERVE, exc)
             return self._deny_in_place(WILDCARD, WILDCARD_MAC)
-        self._record_write(WILDCARD, ino, WILDCARD_MAC, False)
+        self._record_write(WILDCARD, ino, False)
         return True
 
     def _deny_in_place(self, name: str, mac: str) -> bool:
@@ -293,14 +291,14 @@ class HostsDir(HostsDirCache):
         (see :meth:`overwrite`); dnsmasq applies an in-place write at once."""
         ino = self.overwrite(name, content(mac, False))
         if ino is not None:
-            self._record_write(name, ino, mac, False)
+            self._record_write(name, ino, False)
         return ino is not None
 
     def overwrite(self, name: str, data: bytes) -> int | None:
         """:func:`overwrite` in the directory held."""
         return overwrite(name, data, self.dir_fd)
 
-    def _record_write(self, name: str, ino: int, mac: str, allow: bool) -> None:
+    def _record_write(self, name: str, ino: int, allow: bool) -> None:
         """Note a write of ours onto ``name``: the cache, and a listing running meanwhile
         (``_touched_new`` before ``inodes``: see list_entries())."""
         if self._touched is not None:
@@ -309,7 +307,7 @@ class HostsDir(HostsDirCache):
                 self._touched_new.add(name)
         self.inodes[name] = ino
         self.vanished.discard(name)
-        self._remember(name, mac, allow)
+        self._remember(name, allow)
 
     def ensure_reserve(self) -> bool:
         """Keep the pre-written deny wildcard :data:`RESERVE` in place; False if missing."""
@@ -358,7 +356,7 @@ class HostsDir(HostsDirCache):
     def write(self, name: str, mac: str, allow: bool) -> None:
         """Atomically replace (or create) file ``name`` with the allow/deny line of ``mac``.
 
-        ``name`` must be a validated MAC spelling or the wildcard name, never raw input.
+        ``name`` must be a canonical MAC (``mac``) or the wildcard name, never raw input.
         """
         data = content(mac, allow)
         # A name without a directory entry at the last scan is created in place. The
@@ -373,14 +371,13 @@ class HostsDir(HostsDirCache):
                     self.observer.cancel(name, events)
                     events = RENAME_EVENTS
                     self.observer.expect(name, events)
-                ino = replace_file(f".{mac if name != WILDCARD else WILDCARD}.tmp", name,
-                                   data, self.dir_fd)
+                ino = replace_file(f".{name}.tmp", name, data, self.dir_fd)
         except OSError:
             self.observer.cancel(name, events)
             # Unknown now: the next scan reads the file again and the next sync retries.
             self.drop(name)
             raise
-        self._record_write(name, ino, mac, allow)
+        self._record_write(name, ino, allow)
 
 
 def replace_file(tmp: str, final: str, data: bytes, dir_fd: int | None = None) -> int:

@@ -16,7 +16,6 @@ a hostsdir swapped for a symlink is never followed, and :meth:`HostsDirCache.swa
 import contextlib
 import logging
 import os
-import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -31,8 +30,6 @@ LOG = logging.getLogger("pxe_filter.hostsdir")
 WILDCARD = "unknown_hosts_filter"
 #: The MAC pattern written in the wildcard file.
 WILDCARD_MAC = "*:*:*:*:*:*"
-# Temporary names of HostsDir.write (".<mac>.tmp"); one left behind means a crash.
-_TMP = re.compile(r"\.(?:[0-9a-f]{2}(?::[0-9a-f]{2}){5}|unknown_hosts_filter)\.tmp")
 _MAX_CONTENT = 128
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _NOATIME = getattr(os, "O_NOATIME", 0)
@@ -42,6 +39,17 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 def content(mac: str, allow: bool) -> bytes:
     """The line dnsmasq reads for ``mac`` (canonical form or the wildcard)."""
     return f"{mac}\n".encode() if allow else f"{mac},ignore\n".encode()
+
+
+def mac_of(name: str) -> str:
+    """The MAC written in managed file ``name``: its name, or the wildcard's pattern."""
+    return WILDCARD_MAC if name == WILDCARD else name
+
+
+def _classify(name: str) -> str | None:
+    """The MAC file ``name`` is managed for; None for a foreign one: dnsmasq reads a file
+    whatever its name, and only the canonical form is ours (pxe_filter.common.macs)."""
+    return mac_of(name) if name == WILDCARD or macs.is_canonical(name) else None
 
 
 def parse(mac: str, data: bytes) -> bool | None:
@@ -75,22 +83,19 @@ class HostsDirCache:
         self.reopen()
         self.inodes: dict[str, int] = {}  # every directory entry at the last scan -> inode
         # Managed files, by the policy their content expresses: three sets of names rather
-        # than an object per file (100k files: ~12 MB less). A name stands for itself as a
-        # MAC unless listed in ``aliases`` (the wildcard, other spellings).
+        # than an object per file (100k files: ~12 MB less). A name is its MAC (mac_of()).
         self.allow_names: set[str] = set()  # content allows
         self.deny_names: set[str] = set()  # content denies
         self.odd_names: set[str] = set()  # content is not our canonical line: rewritten
         self._sets = ((True, self.allow_names), (False, self.deny_names),
                       (None, self.odd_names))
-        self.aliases: dict[str, str] = {}  # non-canonical managed name -> canonical MAC
-        self.spellings: dict[str, set[str]] = {}  # canonical MAC -> non-canonical file names
         self.reread = 0  # files whose content the last scan read
         #: Managed files that vanished (deleted, or replaced by a directory) and were not
         #: written since: dnsmasq may still apply what they said, until it is reloaded.
         self.vanished: set[str] = set()
-        #: Entries the filter did not write (not a dotfile, not a MAC nor the wildcard):
-        #: dnsmasq reads them all, so :func:`pxe_filter.foreign_files.remove_foreign`
-        #: removes them.
+        #: Entries the filter did not write (not a dotfile, a canonical MAC nor the
+        #: wildcard; ``AA:BB:...`` is one): dnsmasq reads them all, so
+        #: :func:`pxe_filter.foreign_files.remove_foreign` removes them.
         self.foreign: set[str] = set()
         #: Foreign entries that went away without us: dnsmasq keeps them until SIGHUP.
         self.foreign_gone: set[str] = set()
@@ -137,7 +142,7 @@ class HostsDirCache:
     def invalidate(self) -> None:
         """Forget the cache: the next scan re-reads every file's content."""
         for store in (self.inodes, self.allow_names, self.deny_names, self.odd_names,
-                      self.aliases, self.spellings, self.vanished, self.foreign):
+                      self.vanished, self.foreign):
             store.clear()
 
     def list_entries(self) -> Listing:
@@ -196,11 +201,11 @@ class HostsDirCache:
             if previous.get(name) == ino:
                 continue
             if name.startswith("."):
-                if _TMP.fullmatch(name):
+                # HostsDir.write's temporary name ".<name>.tmp": left behind by a crash
+                if name.endswith(".tmp") and _classify(name[1:-4]) is not None:
                     self._remove_stale(name)
                 continue
-            known = self._lookup(name)
-            mac = known[0] if known is not None else self._classify(name)
+            mac = _classify(name)
             if mac is not None:
                 self._read(name, mac)
             else:
@@ -215,14 +220,6 @@ class HostsDirCache:
             self._forget(name)
             self.vanished.add(name)
         self.inodes = current
-
-    def _classify(self, name: str) -> str | None:
-        """The canonical MAC a file name stands for, or None for files we leave alone."""
-        if name == WILDCARD:
-            return WILDCARD_MAC
-        with contextlib.suppress(macs.InvalidMAC):
-            return macs.normalize_mac(name)  # a canonical name as it is, checked first
-        return None
 
     def _open(self, name: str) -> int:
         if self._noatime:
@@ -293,7 +290,7 @@ class HostsDirCache:
                 self.vanished.add(name)
             self._forget(name)
         else:
-            self._remember(name, mac, found[1])
+            self._remember(name, found[1])
 
     def managed_names(self) -> list[str]:
         """Names of the managed files (a copy, to read them later without the lock)."""
@@ -303,7 +300,7 @@ class HostsDirCache:
         """(MAC, policy of the content) of managed file ``name``; None if not managed."""
         for state, names in self._sets:
             if name in names:
-                return self.aliases.get(name, name), state
+                return mac_of(name), state
         return None
 
     def changed_contents(self, names: Iterable[str]) -> list[tuple[str, int, bool | None]]:
@@ -325,13 +322,9 @@ class HostsDirCache:
         for name, ino, state in found:
             known = self._lookup(name)
             if known is not None and self.inodes.get(name) == ino:
-                self._remember(name, known[0], state)
+                self._remember(name, state)
 
-    def _remember(self, name: str, mac: str, state: bool | None) -> None:
-        if name != mac and name not in self.aliases:
-            self.aliases[name] = mac
-            if name != WILDCARD:
-                self.spellings.setdefault(mac, set()).add(name)
+    def _remember(self, name: str, state: bool | None) -> None:
         for value, names in self._sets:
             if value is state:
                 names.add(name)
@@ -341,16 +334,9 @@ class HostsDirCache:
     def _forget(self, name: str) -> None:
         for _, names in self._sets:
             names.discard(name)
-        mac = self.aliases.pop(name, None)
-        if mac is not None:
-            names = self.spellings.get(mac)
-            if names is not None:
-                names.discard(name)
-                if not names:
-                    del self.spellings[mac]
 
     def _remove_stale(self, name: str) -> None:
-        # Only our own temporary names match _TMP; callers hold the lifetime lock, so no
+        # Only our own temporary names come here; callers hold the lifetime lock, so no
         # write of ours is in flight: such a file is left over from a crash.
         path = os.path.join(self.path, name)
         try:
@@ -363,7 +349,7 @@ class HostsDirCache:
 
     def seen_foreign(self, name: str) -> bool:
         """Record entry ``name`` (an inotify event) if it is a foreign one still present."""
-        if name.startswith(".") or self._classify(name) is not None:
+        if name.startswith(".") or _classify(name) is not None:
             return False
         if name not in self.foreign:
             try:
@@ -388,10 +374,6 @@ class HostsDirCache:
         known = self._lookup(name)
         return None if known is None else known[1]
 
-    def names_for(self, mac: str) -> list[str]:
-        """The canonical file name of ``mac`` plus any non-canonical spellings present."""
-        return [mac, *sorted(self.spellings.get(mac, ()))]
-
     def foreign_change(self, name: str, content_event: bool,
                        want: Callable[[str], bool]) -> tuple[str, str] | None:
         """(what happened, MAC) if file ``name`` no longer says ``want(mac)``.
@@ -399,10 +381,10 @@ class HostsDirCache:
         Cheap for our own renames: the inode we recorded is still there and no in-place
         write was reported (``content_event``), so nothing is read.
         """
-        known = self._lookup(name)
-        mac = known[0] if known is not None else self._classify(name)
+        mac = _classify(name)
         if mac is None:
             return None
+        known = self._lookup(name)
         try:
             st = self.lstat(name)
         except FileNotFoundError:

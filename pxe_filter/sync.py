@@ -296,9 +296,8 @@ class FilterSync:
             self._closed[mac] = self._generation
             if self.desired is not None:
                 self.desired.set(mac, False)
-            for name in self.hostsdir.names_for(mac):
-                if rewrite or self._differs(name, False, True):
-                    changes.append((name, mac, False))
+            if rewrite or self._differs(mac, False, True):
+                changes.append((mac, mac, False))
         return self._write(changes)
 
     def close(self, mac: str) -> None:
@@ -367,9 +366,8 @@ class FilterSync:
             else:
                 result.denied += 1
         self._fence(desired, generation, read)
-        changes = [(name, mac, want) for mac in read for name in self.hostsdir.names_for(mac)
-                   for want in [desired.decision(mac)]
-                   if self._differs(name, want, mac in desired.allow or mac in desired.deny)]
+        changes = [(mac, mac, want) for mac in read for want in [desired.decision(mac)]
+                   if self._differs(mac, want, mac in desired.allow or mac in desired.deny)]
         if self.hostsdir.state_of(WILDCARD) is not desired.unknown_allowed:
             changes.append((WILDCARD, WILDCARD_MAC, desired.unknown_allowed))
         changes.sort(key=lambda change: change[2])  # denies first
@@ -438,11 +436,7 @@ class FilterSync:
             if self.desired is None:
                 return repaired
             foreign = {name for name in names if self.hostsdir.seen_foreign(name)}
-            if foreign:
-                self._remove_foreign(foreign)
             for name in names:
-                if name.startswith(".") or name in foreign:
-                    continue
                 found = self.hostsdir.foreign_change(name, name in content_changed,
                                                      self.desired.decision)
                 if found is None:
@@ -454,6 +448,10 @@ class FilterSync:
                             "allow" if want else "deny")
                 if self._write([(name, mac, want)]).written:
                     repaired.append(name)
+            if foreign:
+                # After the restores: the reload this asks for makes dnsmasq forget deleted
+                # files too (``mv <mac> <MAC>`` deletes a deny), so they are back on disk.
+                self._remove_foreign(foreign)
         return repaired
 
     def converge(self, *, failing_only: bool = False, reread: bool = False,

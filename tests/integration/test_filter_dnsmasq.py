@@ -270,8 +270,10 @@ def test_files_the_filter_did_not_write_stop_allowing_at_once(tmp_path, db, host
         dhcp_client.await_offer(ALLOWED, offered=True, within=3)
         assert dhcp_client.discover(DENIED, control=ALLOWED) is None
         # dnsmasq reads these at once (inotify); each must be gone and forgotten (SIGHUP).
+        # Other spellings of a MAC are foreign too: only the lower-case colon name is ours.
         foreign = {"zz-extra": f"{DENIED}\n", "zz-all": "*:*:*:*:*:*\n",
-                   f"{DENIED}.bak": f"{DENIED}\n"}
+                   f"{DENIED}.bak": f"{DENIED}\n", DENIED.upper(): f"{DENIED}\n",
+                   UNKNOWN.replace(":", "-"): f"{UNKNOWN}\n"}
         for name, text in foreign.items():
             (hostsdir / name).write_text(text)
         wait_for(lambda: not any((hostsdir / name).exists() for name in foreign), 2,

@@ -75,6 +75,19 @@ def test_repairs_beyond_the_threshold_reload_dnsmasq(parts):
     assert reloads == ["2 files were repaired"]
 
 
+def test_a_deny_renamed_to_another_spelling_is_back_before_dnsmasq_forgets_it(parts):
+    healer, hostsdir, _, _, _, _ = parts
+    seen = []
+    # The foreign-file reload makes dnsmasq forget the renamed deny: by then it is back.
+    healer.sync.after_foreign = lambda report: seen.append(
+        (report.removed, (hostsdir / DENIED).read_text()))
+    dashes = DENIED.replace(":", "-")
+    (hostsdir / DENIED).rename(hostsdir / dashes)
+    assert healer.repair({DENIED, dashes}, set()) == [DENIED]
+    assert seen == [([dashes], f"{DENIED},ignore\n")]
+    assert not (hostsdir / dashes).exists()
+
+
 def test_overflow_rechecks_everything_and_reloads(parts):
     healer, hostsdir, _, _, reloads, _ = parts
     (hostsdir / ALLOWED).write_text(f"{ALLOWED},ignore\n")

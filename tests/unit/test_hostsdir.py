@@ -183,22 +183,22 @@ def test_first_scan_classifies_by_content_not_size(tmp_path, hd):
     assert hd.reread == 3
 
 
-def test_non_canonical_spellings_are_repaired_in_place(tmp_path, hd):
+def test_non_canonical_spellings_are_foreign_and_removed(tmp_path, hd):
     mac = "52:54:00:ab:cd:ef"
     spellings = ["52:54:00:AB:CD:EF", "52-54-00-ab-cd-ef", "525400abcdef", "5254.00ab.cdef"]
     for name in spellings:
         (tmp_path / name).write_text(f"{name}\n")  # dnsmasq would serve the MAC through these
-    (tmp_path / "52-54-00-00-00-09").write_text("52-54-00-00-00-09\n")  # no port: unknown
-    _sync(hd, DesiredState(deny={mac}, unknown_allowed=False))
-    for name in spellings:
-        assert _read(tmp_path, name) == DENY.format(mac)
+    (tmp_path / "52-54-00-00-00-09").write_text("52-54-00-00-00-09,ignore\n")  # a deny too
+    names = {*spellings, "52-54-00-00-00-09"}
+    hd.scan()
+    assert hd.foreign == names and not hd.managed_names()
+    report = remove_foreign(hd)
+    assert set(report.removed) == names
+    assert report.reload_needed  # dnsmasq keeps what they said until SIGHUP
+    # Only the canonical name is the MAC's file, written by the policy.
+    hd.write_all(hd.changes(DesiredState(deny={mac}, unknown_allowed=True)))
     assert _read(tmp_path, mac) == DENY.format(mac)
-    assert _read(tmp_path, "52-54-00-00-00-09") == DENY.format("52:54:00:00:00:09")
-    # They follow later policy changes too.
-    _sync(hd, DesiredState(allow={mac}, unknown_allowed=True))
-    for name in spellings:
-        assert _read(tmp_path, name) == ALLOW.format(mac)
-    assert _read(tmp_path, "52-54-00-00-00-09") == ALLOW.format("52:54:00:00:00:09")
+    assert sorted(os.listdir(tmp_path)) == sorted([mac, WILDCARD])
 
 
 def test_files_the_filter_did_not_write_are_removed_dotfiles_kept(tmp_path, hd):

@@ -125,14 +125,20 @@ def test_allow_and_deny_in_any_order_end_as_the_database_says(engine, hosts):
     assert all(content(hosts, mac) == f"{mac},ignore\n" for mac in nodes)
 
 
-def test_other_spellings_follow_the_database_too(engine, hosts):
+def test_other_spellings_are_removed_as_foreign_files(engine, hosts):
     add_node(engine, "inspect wait", [M1])
     (hosts / "52-54-00-00-00-01").write_text("52-54-00-00-00-01\n")
+    (hosts / "5254.0000.0001").write_text(f"{M1},ignore\n")
     sync = FilterSync(DatabaseSource(engine), str(hosts))
+    reports = []
+    sync.after_foreign = reports.append  # the daemon reloads dnsmasq (or stops it)
     sync.full_sync()
-    assert content(hosts, "52-54-00-00-00-01") == f"{M1}\n"
+    assert sorted(reports[0].removed) == sorted(["52-54-00-00-00-01", "5254.0000.0001"])
+    assert reports[0].reload_needed
+    assert sorted(os.listdir(hosts)) == sorted([M1, WILDCARD, RESERVE])
+    assert content(hosts, M1) == f"{M1}\n"
     sync.hint(deny=[M1])
-    assert content(hosts, "52-54-00-00-00-01") == f"{M1},ignore\n"
+    assert content(hosts, M1) == f"{M1},ignore\n" and len(reports) == 1
 
 
 def test_a_deny_during_a_database_read_is_never_undone_by_it(engine, hosts):
