@@ -136,12 +136,12 @@ class FilterMetrics:
         self.files_failed.labels(origin="sync").inc(result.failed)
 
     def written(self, result) -> None:
-        """Count the files a hint or the lookup it led to wrote (a BroadcastResult)."""
+        """Count the files a hint or the lookup it led to wrote (a SyncResult)."""
         self.files_written.labels(origin="broadcast").inc(result.written)
         self.files_failed.labels(origin="broadcast").inc(result.failed)
 
     def broadcast(self, result) -> None:
-        """Count a broadcast or notification taken (a pxe_filter.sync.BroadcastResult)."""
+        """Count a broadcast or notification taken (a pxe_filter.sync.SyncResult)."""
         self.written(result)
         self.broadcast_macs.labels(decision="allow").inc(result.allowed)
         self.broadcast_macs.labels(decision="deny").inc(result.denied)

@@ -85,7 +85,7 @@ class StatusRecorder:
                 "purged": result.purged, "invalid_macs": result.invalid}
 
     def broadcast(self, result) -> None:
-        """Record a broadcast (a pxe_filter.sync.BroadcastResult)."""
+        """Record a broadcast (a pxe_filter.sync.SyncResult)."""
         with self._changing() as data:
             data["broadcasts"] += 1
             data["last_broadcast"] = {
