@@ -19,6 +19,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from oslo_config import cfg
@@ -42,7 +43,7 @@ from pxe_filter.selfheal.healer import SelfHealer
 from pxe_filter.selfheal.watcher import HostsdirWatcher
 from pxe_filter.source import DatabaseSource, PortView
 from pxe_filter.status import recorder as state
-from pxe_filter.sync import BroadcastResult, FilterSync, HostsdirSwapped, SyncResult
+from pxe_filter.sync import LEASE, FilterSync, HostsdirSwapped, SyncResult
 
 LOG = logging.getLogger(__name__)
 
@@ -426,12 +427,12 @@ class Daemon:
                               f"{shown}")
         self.failsafe.after_foreign(report)
 
-    def _after_broadcast(self, result: BroadcastResult) -> None:
+    def _after_broadcast(self, result: SyncResult) -> None:
         self._reload_beyond_threshold(result)
         self.metrics.broadcast(result)
         self.status.broadcast(result)
 
-    def _reload_beyond_threshold(self, result: BroadcastResult) -> None:
+    def _reload_beyond_threshold(self, result: SyncResult) -> None:
         if result.written > self.conf.dnsmasq.reload_threshold:
             self._reload_dnsmasq(f"{result.written} files rewritten at once")
 
@@ -469,12 +470,13 @@ class Daemon:
                 continue
             next_sync = time.monotonic() + (self.options.sync_period or math.inf)
 
-    def _reconcile(self) -> None:
-        """Read what broadcasts and notifications hinted at, and write what it says."""
-        if not self.sync.pending or time.monotonic() < self._hints_retry_at:
-            return
+    def _reconcile(self, leased: Collection[str] = ()) -> SyncResult | None:
+        """Read what broadcasts and notifications hinted at (and ``leased`` MACs, at once:
+        not held back by a failing read), and write what it says; None if nothing was."""
+        if not leased and (not self.sync.pending or time.monotonic() < self._hints_retry_at):
+            return None
         try:
-            result = self.sync.reconcile_pending()
+            result = self.sync.reconcile_pending(leased)
         except DatabaseError as exc:
             self._hints_retry_at = time.monotonic() + HINT_RETRY
             # Once per outage: the retries every second would flood the log.
@@ -482,13 +484,14 @@ class Daemon:
                     "Hinted MACs not read, their allows wait (denies are applied): %s; "
                     "retrying every %.0f s", exc, HINT_RETRY)
             self._hints_failing = True
-            return
+            return None
         if self._hints_failing:
             LOG.info("Hinted MACs read: the database answers again")
             self._hints_failing = False
         if result is not None:
             self._reload_beyond_threshold(result)
             self.metrics.written(result)
+        return result
 
     def _reload_if_foreign(self) -> None:
         reason = self.sync.take_reload_reason()
@@ -513,17 +516,15 @@ class Daemon:
             self.lease_book.save()
 
     def _judge_leases(self, found: list[leases.Lease], wanted: set[str]) -> None:
-        try:
-            verdicts, ports = self.sync.database_verdicts(wanted)
-            source = "the database"
-        except DatabaseError as exc:
-            LOG.warning("Leases checked against the held policy: %s", exc)
-            verdicts, ports = {mac: self.sync.decision(mac) for mac in wanted}, {}
-            source = "the held policy (the database does not answer)"
+        result = self._reconcile(wanted)  # the database now, applied to the held policy
+        ports = {} if result is None else result.ports
+        source = "the held policy (the database does not answer)" if result is None \
+            else "the database"
+        desired = self.sync.desired
         closed: set[str] = set()
         for lease in found:
             mac = lease.mac
-            if mac is None or verdicts.get(mac) is not False or mac in closed:
+            if mac is None or desired is None or desired.decision(mac) or mac in closed:
                 continue
             shut = max(self.sync.closed_at.get(mac, 0.0),
                        self.sync.closed_at.get(WILDCARD_MAC, 0.0))
@@ -549,7 +550,7 @@ class Daemon:
         self.status.error(f"dnsmasq served denied MAC {mac} ({lease.address}); closed",
                           write=True)
         try:
-            self.sync.close(mac)
+            self.sync.hint(deny=[mac], origin=LEASE, rewrite=True)  # whatever the files say
             self._reload_dnsmasq(f"a lease to denied MAC {mac}")  # it keeps what it read
         except OSError as exc:
             LOG.error("Cannot close %s: %s", mac, exc.strerror or exc)

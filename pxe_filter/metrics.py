@@ -133,7 +133,7 @@ class FilterMetrics:
         self.files_failed.labels(origin=origin).inc(result.failed)
 
     def broadcast(self, result) -> None:
-        """Count a broadcast or notification taken (a pxe_filter.sync.BroadcastResult)."""
+        """Count a broadcast or notification taken (a pxe_filter.sync.SyncResult)."""
         self.written(result)
         self.broadcast_macs.labels(decision="allow").inc(result.allowed)
         self.broadcast_macs.labels(decision="deny").inc(result.denied)

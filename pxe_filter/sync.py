@@ -24,13 +24,14 @@ from pxe_filter import policy
 from pxe_filter.common import macs
 from pxe_filter.foreign_files import ForeignReport, remove_foreign
 from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, WriteReport
-from pxe_filter.source import Lookup, PortView, Source
-from pxe_filter.sync_results import BroadcastResult, SyncResult
+from pxe_filter.source import Lookup, Source
+from pxe_filter.sync_results import SyncResult
 
 LOG = logging.getLogger(__name__)
 
-#: The origin of the hints the change poll gives (not counted as broadcasts).
-POLL = "Poll"
+#: The origins of the hints the daemon gives itself (not counted as broadcasts): the
+#: change poll's, and the deny of a MAC dnsmasq leased although the database denies it.
+POLL, LEASE = "Poll", "Lease check"
 #: Re-read every file's content this often (in syncs), to catch in-place edits by others
 #: that keep the inode; everything else is detected from directory entries alone.
 FULL_READ_EVERY = 100
@@ -72,9 +73,9 @@ class FilterSync:
         self._reload_reason: str | None = None
         #: Called (without the lock) when hints wait to be read: wakes the writer loop.
         self.on_pending: Callable[[], None] = lambda: None
-        #: Called with every hint's BroadcastResult, outside the lock (status, metrics,
+        #: Called with every hint's SyncResult, outside the lock (status, metrics,
         #: threshold reload).
-        self.on_broadcast: Callable[[BroadcastResult], None] | None = None
+        self.on_broadcast: Callable[[SyncResult], None] | None = None
         #: Called under the lock after every batch of writes, with whether the batch
         #: covered the whole policy (the fail-safe: reloads or stops dnsmasq when a denial
         #: is not on disk, starts it again once every denial is).
@@ -117,19 +118,41 @@ class FilterSync:
         if (report.reload_needed or report.failed or failing) and self.after_foreign:
             self.after_foreign(report)
 
-    def _write(self, changes: Iterable[tuple[str, str, bool]], full: bool = False,
-               should_stop: Callable[[], bool] = lambda: False) -> WriteReport:
-        """Write ``changes`` (caller holds the lock), then tell the fail-safe."""
-        report = self.hostsdir.write_all(self._noting_closes(changes), should_stop, full)
+    def _reconcile(self, macs: Iterable[str] | None,
+                   desired: policy.DesiredState | None = None, *, rewrite: bool = False,
+                   should_stop: Callable[[], bool] = lambda: False,
+                   noted: list[tuple[str, str, bool]] | None = None) -> WriteReport:
+        """Write the files that differ from ``desired`` (default: the held policy), denies
+        first, then tell the fail-safe (caller holds the lock). The files of ``macs`` (the
+        wildcard's pattern for the wildcard; ``rewrite``: even those that already say it),
+        or every file (None: the changes are written as computed, 1M tuples at once would
+        be ~70 MB at a first sync's peak). ``noted`` collects the changes."""
+        desired = desired or self.desired
+        if macs is None:
+            changes: Iterable[tuple[str, str, bool]] = \
+                () if desired is None else self.hostsdir.changes(desired)
+        else:
+            assert desired is not None
+            found = []
+            for mac in macs:
+                want, wildcard = desired.decision(mac), mac == WILDCARD_MAC
+                named = wildcard or mac in desired.allow or mac in desired.deny
+                name = WILDCARD if wildcard else mac
+                if rewrite or self._differs(name, want, named):
+                    found.append((name, mac, want))
+            changes = sorted(found, key=lambda change: change[2])  # denies first
+        report = self.hostsdir.write_all(self._noting_closes(changes, noted), should_stop,
+                                         macs is None)
         if self.after_writes is not None:
-            self.after_writes(report, full)
+            self.after_writes(report, macs is None)
         return report
 
-    def _noting_closes(self, changes: Iterable[tuple[str, str, bool]]
+    def _noting_closes(self, changes: Iterable[tuple[str, str, bool]],
+                       noted: list[tuple[str, str, bool]] | None
                        ) -> Iterator[tuple[str, str, bool]]:
-        """``changes`` as they come, noting when a served MAC is refused (lease checks;
-        not before the first sync, whose closes follow a time the filter did not watch)
-        and when a file to rewrite holds someone else's line."""
+        """``changes`` as they come (each added to ``noted``), noting when a served MAC is
+        refused (lease checks; not before the first sync, whose closes follow a time the
+        filter did not watch) and when a file to rewrite holds someone else's line."""
         now = time.time()
         if len(self.closed_at) > 10000:
             self.closed_at = {mac: at for mac, at in self.closed_at.items()
@@ -143,6 +166,8 @@ class FilterSync:
             if name in odd and self._reload_reason is None \
                     and names_another(self.hostsdir.read_bytes(name), change[1]):
                 self._reload_reason = f"a foreign line in {os.path.join(self.hostsdir.path, name)}"
+            if noted is not None:
+                noted.append(change)
             yield change
 
     def take_reload_reason(self) -> str | None:
@@ -152,11 +177,16 @@ class FilterSync:
             reason, self._reload_reason = self._reload_reason, None
         return reason
 
-    def write_deny_wildcard(self) -> None:
-        """Refuse unknown MACs now (start-up, before the first sync); raises OSError."""
+    def write_deny_wildcard(self, reopen: bool = False) -> None:
+        """Refuse unknown MACs now: at start-up, before the first sync, or (``reopen``) in
+        the new or emptied directory now at the hostsdir path, held from now on; raises
+        OSError."""
         with self._lock:
+            if reopen:
+                self.hostsdir.reopen()
+                self.hostsdir.invalidate()
             self.hostsdir.ensure_reserve()
-            self._write([(WILDCARD, WILDCARD_MAC, False)])
+            self._reconcile([WILDCARD_MAC], policy.DesiredState())
             reason = self.hostsdir.unenforced.get(WILDCARD)
         if reason is not None:
             raise OSError(reason)
@@ -169,47 +199,37 @@ class FilterSync:
         and retried next time; the others are still written.
         """
         with self._read_lock:
-            return self._full_sync()
-
-    def _full_sync(self) -> SyncResult:
-        start = time.monotonic()
-        with self._lock:
-            generation = self._generation
-            settings = self.settings
-            hinted = self._take_hints()  # this read covers them
-        try:
+            start = time.monotonic()
+            with self._lock:  # hints wait for their own read: a lookup after this one
+                generation = self._generation
+                settings = self.settings
             snap = self.source.read_snapshot(settings.supported_interfaces, settings.scope)
-        except Exception:
+            served_by = snap.served_by
+            desired = policy.compute_split(snap.on_inspection, snap.others,
+                                           settings.unknown_allowed(bool(snap.inspecting)))
+            del snap
+            desired.served_by = {node: {mac for mac in addresses if mac in desired.allow}
+                                 for node, addresses in served_by.items()}
+            result = SyncResult(unknown_allowed=desired.unknown_allowed, invalid=desired.invalid)
+            self._syncs += 1
+            if self._reread_pending or self._syncs % FULL_READ_EVERY == 0:
+                result.reread = self._reread_contents()
+            why = self.hostsdir.swapped()
+            if why is not None:
+                raise HostsdirSwapped(f"{self.hostsdir.path} is {why}")
+            listing = self.hostsdir.list_entries()
             with self._lock:
-                self._requeue(*hinted)
-            raise
-        served_by = snap.served_by
-        desired = policy.compute_split(snap.on_inspection, snap.others,
-                                       settings.unknown_allowed(bool(snap.inspecting)))
-        del snap
-        desired.served_by = {node: {mac for mac in addresses if mac in desired.allow}
-                             for node, addresses in served_by.items()}
-        result = SyncResult(unknown_allowed=desired.unknown_allowed, invalid=desired.invalid)
-        self._syncs += 1
-        if self._reread_pending or self._syncs % FULL_READ_EVERY == 0:
-            result.reread = self._reread_contents()
-        why = self.hostsdir.swapped()
-        if why is not None:
-            raise HostsdirSwapped(f"{self.hostsdir.path} is {why}")
-        listing = self.hostsdir.list_entries()
-        with self._lock:
-            result.fenced = self._fence(desired, generation, None)
-            self.hostsdir.scan(listing)
-            del listing
-            self._remove_foreign()
-            self.hostsdir.ensure_reserve()
-            # written as computed: 1M tuples at once would be ~70 MB at a first sync's peak
-            report = self._write(self.hostsdir.changes(desired), True, self.should_stop)
-            result.reread += self.hostsdir.reread
-            self.desired = desired
-            result.reopened = self.closed_unknown is not None
-            self.closed_unknown = None
-            self.full_sync_due = False
+                result.fenced = self._fence(desired, generation, None)
+                self.hostsdir.scan(listing)
+                del listing
+                self._remove_foreign()
+                self.hostsdir.ensure_reserve()
+                report = self._reconcile(None, desired, should_stop=self.should_stop)
+                result.reread += self.hostsdir.reread
+                self.desired = desired
+                result.reopened = self.closed_unknown is not None
+                self.closed_unknown = None
+                self.full_sync_due = False
         result.allowed, result.denied = len(desired.allow), len(desired.deny)
         result.written, result.failed = report.written, report.failed
         result.interrupted = report.interrupted
@@ -232,16 +252,6 @@ class FilterSync:
                 del self._closed[mac]
         return kept
 
-    def _take_hints(self) -> tuple[set[str], set[str], set[str]]:
-        hinted = self._macs, self._nodes, self._ports
-        self._macs, self._nodes, self._ports = set(), set(), set()
-        return hinted
-
-    def _requeue(self, wanted: set[str], nodes: set[str], ports: set[str]) -> None:
-        self._macs |= wanted
-        self._nodes |= nodes
-        self._ports |= ports
-
     @property
     def pending(self) -> bool:
         """Hints wait to be read."""
@@ -249,16 +259,17 @@ class FilterSync:
 
     def hint(self, allow: Iterable[object] | None = None, deny: Iterable[object] | None = None,
              *, nodes: Collection[str] = (), ports: Collection[str] = (),
-             origin: str = "Broadcast") -> BroadcastResult:
-        """Take a broadcast's or a notification's hint: denies are written now, everything
-        else waits for :meth:`reconcile_pending` to read the database.
+             origin: str = "Broadcast", rewrite: bool = False) -> SyncResult:
+        """Take a broadcast's or a notification's hint: denies are written now (``rewrite``:
+        even files that already deny, for dnsmasq to read them again), everything else
+        waits for :meth:`reconcile_pending` to read the database.
 
         Invalid entries (and a non-list argument) are logged, counted in ``rejected`` and
         skipped; the valid ones are still taken. A MAC in both lists is denied.
         """
         good_allow, bad_allow = macs.split_valid(allow)
         good_deny, bad_deny = macs.split_valid(deny)
-        result = BroadcastResult(rejected=len(bad_allow) + len(bad_deny))
+        result = SyncResult(rejected=len(bad_allow) + len(bad_deny))
         if result.rejected:
             # One line however many: a broadcast of 100,000 bad entries must not flood.
             bad = [_describe_invalid(v) for v in (*bad_allow, *bad_deny)[:3]]
@@ -266,7 +277,13 @@ class FilterSync:
                         macs.summary(result.rejected, bad, "invalid entr(y/ies)"))
         denied = set(good_deny)
         with self._lock:
-            report = self._close_now(denied) if denied else WriteReport()
+            self._generation += 1  # fences older reads
+            desired = self.desired or policy.DesiredState()  # before the first sync: these
+            for mac in denied:
+                self._closed[mac] = self._generation
+                desired.set(mac, False)
+            report = self._reconcile(denied, desired, rewrite=rewrite) if denied \
+                else WriteReport()
             self._macs.update(good_allow, denied)
             self._nodes.update(nodes)
             self._ports.update(ports)
@@ -283,50 +300,34 @@ class FilterSync:
                      result.rejected)
         LOG.debug("%s: deny %s, look up %s, nodes %s, ports %s", origin, sorted(denied),
                   sorted(good_allow), sorted(nodes)[:10], sorted(ports)[:10])
-        if self.on_broadcast is not None and origin != POLL:  # a message, not our own poll
+        if self.on_broadcast is not None and origin not in (POLL, LEASE):  # a message
             self.on_broadcast(result)
         return result
 
-    def _close_now(self, denied: set[str], rewrite: bool = False) -> WriteReport:
-        """Write the denies of a hint (``rewrite``: even files that already deny) and fence
-        older reads (caller holds the lock)."""
-        self._generation += 1
-        changes = []
-        for mac in denied:
-            self._closed[mac] = self._generation
-            if self.desired is not None:
-                self.desired.set(mac, False)
-            if rewrite or self._differs(mac, False, True):
-                changes.append((mac, mac, False))
-        return self._write(changes)
-
-    def close(self, mac: str) -> None:
-        """Deny ``mac`` now, whatever the files say (a lease it should not have had)."""
-        with self._lock:
-            self._close_now({mac}, rewrite=True)
-            self._macs.add(mac)
-        self.on_pending()
-
-    def reconcile_pending(self) -> BroadcastResult | None:
-        """Read the hinted MACs, nodes and ports from the database and write what it says;
-        None if nothing was hinted. Raises DatabaseError (the hints stay queued)."""
+    def reconcile_pending(self, macs: Collection[str] = ()) -> SyncResult | None:
+        """Read the hinted MACs, nodes and ports (and ``macs``) from the database and write
+        what it says; None if nothing was hinted or before the first sync. Raises
+        DatabaseError (the hints stay queued)."""
         with self._read_lock:
             with self._lock:
+                self._macs.update(macs)
                 if self.desired is None or not self.pending:
                     return None
                 generation = self._generation
                 settings = self.settings
-                hinted = self._take_hints()
-                held = {node: set(self.desired.served_by[node]) for node in hinted[1]
+                wanted, nodes, ports = self._macs, self._nodes, self._ports
+                self._macs, self._nodes, self._ports = set(), set(), set()
+                held = {node: set(self.desired.served_by[node]) for node in nodes
                         if node in self.desired.served_by}
-            wanted, nodes, ports = hinted
             try:
                 found = self.source.lookup(
                     wanted, nodes, ports, supported_interfaces=settings.supported_interfaces,
                     scope=settings.scope, held=held)
             except Exception:
-                with self._lock:
-                    self._requeue(*hinted)
+                with self._lock:  # read again next time
+                    self._macs |= wanted
+                    self._nodes |= nodes
+                    self._ports |= ports
                 raise
             with self._lock:
                 result = self._apply_lookup(found, wanted, generation, settings)
@@ -337,22 +338,22 @@ class FilterSync:
         return result
 
     def _apply_lookup(self, found: Lookup, wanted: set[str], generation: int,
-                      settings: policy.Settings) -> BroadcastResult:
+                      settings: policy.Settings) -> SyncResult:
         """Update the held policy with what the database said; write the files that differ
         (caller holds the lock)."""
         desired = self.desired
         assert desired is not None
-        result = BroadcastResult()
+        result = SyncResult(ports=found.ports)
         if found.missing_nodes:
             self.full_sync_due = True  # a deleted node's MACs: only a full read knows them
         desired.unknown_allowed = self.closed_unknown is None \
             and settings.unknown_allowed(found.any_served)
-        for node, served in found.served_nodes.items():
-            desired.served_by[node] = served
+        desired.served_by.update(found.served_nodes)
         for node in found.unserved_nodes:
             desired.served_by.pop(node, None)
         read = wanted | found.asked | set(found.ports)
-        for mac, allow in _verdicts(found, read, settings).items():
+        for mac in read:
+            allow = settings.verdict(found.ports[mac]) if mac in found.ports else None
             if allow is None:
                 desired.forget(mac)  # no port here: the unknown-MAC policy decides
                 result.unknown += 1
@@ -366,12 +367,7 @@ class FilterSync:
             else:
                 result.denied += 1
         self._fence(desired, generation, read)
-        changes = [(mac, mac, want) for mac in read for want in [desired.decision(mac)]
-                   if self._differs(mac, want, mac in desired.allow or mac in desired.deny)]
-        if self.hostsdir.state_of(WILDCARD) is not desired.unknown_allowed:
-            changes.append((WILDCARD, WILDCARD_MAC, desired.unknown_allowed))
-        changes.sort(key=lambda change: change[2])  # denies first
-        report = self._write(changes)
+        report = self._reconcile(read | {WILDCARD_MAC})
         result.written, result.failed = report.written, report.failed
         return result
 
@@ -397,23 +393,7 @@ class FilterSync:
             if self.desired is None or not self.desired.unknown_allowed:
                 return False
             self.desired.unknown_allowed = False
-            return bool(self._write([(WILDCARD, WILDCARD_MAC, False)]).written)
-
-    def decision(self, mac: str) -> bool | None:
-        """The held policy's verdict for canonical ``mac`` (None before the first sync)."""
-        desired = self.desired
-        return None if desired is None else desired.decision(mac)
-
-    def database_verdicts(self, wanted: Collection[str]
-                          ) -> tuple[dict[str, bool], dict[str, PortView]]:
-        """What the database says of each MAC now (its node, else the unknown-MAC policy),
-        and the ports it found; raises DatabaseError."""
-        settings = self.settings
-        found = self.source.lookup(wanted, supported_interfaces=settings.supported_interfaces,
-                                   scope=settings.scope)
-        unknown = self.closed_unknown is None and settings.unknown_allowed(found.any_served)
-        return {mac: unknown if allow is None else allow for mac, allow in
-                _verdicts(found, wanted, settings).items()}, found.ports
+            return bool(self._reconcile([WILDCARD_MAC]).written)
 
     def figures(self) -> tuple[int, int, bool | None]:
         """(allowed, denied, unknown allowed) of the held policy (None before a sync)."""
@@ -431,28 +411,30 @@ class FilterSync:
         (their inode says nothing). Our own writes are recognised by the inode we recorded
         when renaming them into place, deletions of ours by the name being forgotten.
         """
-        repaired: list[str] = []
+        changed: dict[str, str] = {}  # name -> MAC
         with self._lock:
-            if self.desired is None:
-                return repaired
+            desired = self.desired
+            if desired is None:
+                return []
             foreign = {name for name in names if self.hostsdir.seen_foreign(name)}
             for name in names:
                 found = self.hostsdir.foreign_change(name, name in content_changed,
-                                                     self.desired.decision)
+                                                     desired.decision)
                 if found is None:
                     continue
                 why, mac = found
-                want = self.desired.decision(mac)
+                changed[name] = mac
                 LOG.warning("%s was %s by someone else: restored to %s",
                             os.path.join(self.hostsdir.path, name), why,
-                            "allow" if want else "deny")
-                if self._write([(name, mac, want)]).written:
-                    repaired.append(name)
+                            "allow" if desired.decision(mac) else "deny")
+            if changed:  # even a deleted file of a MAC the wildcard decides for
+                self._reconcile(set(changed.values()), rewrite=True)
             if foreign:
                 # After the restores: the reload this asks for makes dnsmasq forget deleted
                 # files too (``mv <mac> <MAC>`` deletes a deny), so they are back on disk.
                 self._remove_foreign(foreign)
-        return repaired
+            return [name for name, mac in changed.items()
+                    if self.hostsdir.state_of(name) is desired.decision(mac)]
 
     def converge(self, *, failing_only: bool = False, reread: bool = False,
                  reopen: bool = False) -> list[str] | None:
@@ -465,29 +447,24 @@ class FilterSync:
         overflowed the queue must not hold up denies for a full re-read.
         """
         with self._read_lock:
+            if reopen:
+                self.write_deny_wildcard(reopen=True)  # in the new directory first
             if reread and self.desired is not None:
                 self._reread_contents()
             listing = None if reopen else self.hostsdir.list_entries()
             with self._lock:
                 if failing_only and (self.desired is None or not self.hostsdir.failing):
                     return None
-                written = []
-                if reopen:
-                    self.hostsdir.reopen()
-                    self.hostsdir.invalidate()
-                    self.hostsdir.write(WILDCARD, WILDCARD_MAC, False)
-                    written.append(WILDCARD)
+                changes = [(WILDCARD, WILDCARD_MAC, False)] if reopen else []
                 self.hostsdir.scan(listing)
                 self._remove_foreign()
                 self.hostsdir.ensure_reserve()
-                changes = [] if self.desired is None else list(
-                    self.hostsdir.changes(self.desired))
+                self._reconcile(None, noted=changes)
                 for name, _mac, want in changes if reread else ():
                     LOG.warning("%s differs from the policy: restored to %s",
                                 os.path.join(self.hostsdir.path, name),
                                 "allow" if want else "deny")
-                self._write(changes, True)
-                return written + [name for name, _, _ in changes]
+                return [name for name, _, _ in changes]
 
     def purge_stale(self, reload: Callable[[], object]) -> int:
         """Delete files of MACs no port has any more, then reload dnsmasq at once.
@@ -507,8 +484,7 @@ class FilterSync:
             try:
                 reload()
             except Exception:
-                self._write([(name, mac, self.desired.unknown_allowed)
-                             for name, mac in removed])
+                self._reconcile({mac for _, mac in removed}, rewrite=True)
                 raise
             LOG.info("Purged %d file(s) of MACs without a port; dnsmasq reloaded",
                      len(removed))
@@ -526,13 +502,6 @@ def names_another(data: bytes | None, mac: str) -> bool:
         if entry and entry not in (mac, f"{mac},ignore"):
             return True
     return False
-
-
-def _verdicts(found: Lookup, wanted: Collection[str],
-              settings: policy.Settings) -> dict[str, bool | None]:
-    """Each MAC's verdict from its port's node; None where the unknown-MAC policy decides."""
-    return {mac: None if mac not in found.ports else settings.verdict(found.ports[mac])
-            for mac in wanted}
 
 
 def _describe_invalid(value: object) -> str:

@@ -89,7 +89,7 @@ class StatusRecorder:
             "purged": result.purged, "invalid_macs": result.invalid})
 
     def broadcast(self, result) -> None:
-        """Record a broadcast (a pxe_filter.sync.BroadcastResult)."""
+        """Record a broadcast (a pxe_filter.sync.SyncResult)."""
         self._record("broadcasts", last_broadcast={
             "at": _now(), "allowed": result.allowed, "denied": result.denied,
             "rejected": result.rejected, "written": result.written, "failed": result.failed})

@@ -11,7 +11,7 @@ from inspection.db import migration
 from pxe_filter.common.database import create_engine
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.status.recorder import StatusRecorder
-from pxe_filter.sync import BroadcastResult, SyncResult
+from pxe_filter.sync import SyncResult
 from tests.integration.api_helpers import Api, api_conf
 
 DASHBOARD = Path(__file__).parents[2] / "etc" / "grafana" / "ironic-pxe-filter-dashboard.json"
@@ -34,7 +34,7 @@ def filter_names(tmp_path) -> set[str]:
     result = SyncResult(allowed=1, denied=2, written=3, duration=0.01)
     metrics.sync(result)
     status.sync(result, first=True)
-    metrics.broadcast(BroadcastResult(allowed=1, written=1))
+    metrics.broadcast(SyncResult(allowed=1, written=1))
     return sample_names(generate_latest(metrics.registry).decode())
 
 

@@ -5,7 +5,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.status.recorder import StatusRecorder
-from pxe_filter.sync import BroadcastResult, SyncResult
+from pxe_filter.sync import SyncResult
 
 
 def samples(metrics: FilterMetrics) -> dict:
@@ -28,7 +28,7 @@ def test_figures_follow_the_status(tmp_path):
     result = SyncResult(allowed=2, denied=5, written=7, failed=1, duration=0.2)
     metrics.sync(result)
     status.sync(result, first=True)
-    metrics.broadcast(BroadcastResult(allowed=1, denied=2, rejected=3, written=3))
+    metrics.broadcast(SyncResult(allowed=1, denied=2, rejected=3, written=3))
     status.repaired(["52:54:00:00:00:01", "52:54:00:00:00:02"])
     status.dnsmasq_event("reload", "test")
     after = samples(metrics)

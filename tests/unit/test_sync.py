@@ -14,7 +14,7 @@ from pxe_filter.common.database import DatabaseError
 from pxe_filter.hostsdir import RESERVE, WILDCARD
 from pxe_filter.policy import Settings
 from pxe_filter.source import DatabaseSource
-from pxe_filter.sync import FilterSync
+from pxe_filter.sync import LEASE, FilterSync
 
 M1, M2, M3 = "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"
 
@@ -194,6 +194,20 @@ def test_with_the_database_down_denies_close_and_allows_wait(engine, hosts):
         conn.execute(sa.text("ALTER TABLE ports_away RENAME TO ports"))
     sync.reconcile_pending()
     assert content(hosts, M1) == f"{M1}\n" and content(hosts, M2) == f"{M2},ignore\n"
+
+
+def test_leased_macs_are_read_at_once_and_a_lease_deny_rewrites_the_file(engine, hosts):
+    node = add_node(engine, "inspect wait", [M1])
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
+    sync.full_sync()
+    set_state(engine, node, "manageable")  # no one said so; dnsmasq then leases M1
+    read = sync.reconcile_pending({M1, M3})  # no hint queued: the leased MACs still are read
+    assert read is not None and set(read.ports) == {M1} and read.ports[M1].node_uuid
+    assert content(hosts, M1) == f"{M1},ignore\n" and sync.desired.decision(M1) is False
+    assert (read.denied, read.unknown) == (1, 1) and not sync.pending
+    before = os.stat(hosts / M1).st_ino
+    result = sync.hint(deny=[M1], origin=LEASE, rewrite=True)  # already denies: rewritten
+    assert result.written == 1 and os.stat(hosts / M1).st_ino != before and sync.pending
 
 
 def test_a_deleted_node_asks_for_a_full_sync(engine, hosts):
