@@ -256,11 +256,6 @@ class HostsDirCache:
         found = self._read_file(name)
         return None if found is None else (found[0], parse(mac, found[1] or b""))
 
-    def read_bytes(self, name: str) -> bytes | None:
-        """The first bytes of regular file ``name`` (None if it cannot be read); no lock."""
-        found = self._read_file(name)
-        return None if found is None else found[1]
-
     def _read_file(self, name: str) -> tuple[int, bytes | None] | None:
         """(inode, first bytes or None if unreadable) of ``name``; None if it is gone or
         not a regular file (a directory or device: not ours, writes to it will fail)."""

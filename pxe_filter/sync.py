@@ -68,8 +68,9 @@ class FilterSync:
         self.full_sync_due = False
         #: Wall-clock time each MAC last went from served to refused (lease reports).
         self.closed_at: dict[str, float] = {}
-        #: A file the filter rewrote held a line naming another MAC (a foreign write):
-        #: dnsmasq keeps what it read until reloaded. Taken by :meth:`take_reload_reason`.
+        #: A file the filter rewrote held something other than the filter's own line (a
+        #: foreign write, maybe another MAC's line, which dnsmasq keeps until reloaded:
+        #: always reloaded, whatever it said). Taken by :meth:`take_reload_reason`.
         self._reload_reason: str | None = None
         #: Called (without the lock) when hints wait to be read: wakes the writer loop.
         self.on_pending: Callable[[], None] = lambda: None
@@ -152,7 +153,7 @@ class FilterSync:
                        ) -> Iterator[tuple[str, str, bool]]:
         """``changes`` as they come (each added to ``noted``), noting when a served MAC is
         refused (lease checks; not before the first sync, whose closes follow a time the
-        filter did not watch) and when a file to rewrite holds someone else's line."""
+        filter did not watch) and when a file to rewrite holds someone else's content."""
         now = time.time()
         if len(self.closed_at) > 10000:
             self.closed_at = {mac: at for mac, at in self.closed_at.items()
@@ -163,16 +164,16 @@ class FilterSync:
             name = change[0]
             if watching and not change[2] and self.hostsdir.state_of(name) is True:
                 self.closed_at[change[1]] = now
-            if name in odd and self._reload_reason is None \
-                    and names_another(self.hostsdir.read_bytes(name), change[1]):
-                self._reload_reason = f"a foreign line in {os.path.join(self.hostsdir.path, name)}"
+            if name in odd and self._reload_reason is None:
+                self._reload_reason = f"foreign content in {os.path.join(self.hostsdir.path, name)}"
             if noted is not None:
                 noted.append(change)
             yield change
 
     def take_reload_reason(self) -> str | None:
-        """Why dnsmasq must be reloaded after the last writes (a rewritten file held a line
-        of another MAC, which dnsmasq keeps until SIGHUP); None if it need not be."""
+        """Why dnsmasq must be reloaded after the last writes (a rewritten file held content
+        the filter did not write, maybe another MAC's line, which dnsmasq keeps until
+        SIGHUP); None if it need not be."""
         with self._lock:
             reason, self._reload_reason = self._reload_reason, None
         return reason
@@ -489,19 +490,6 @@ class FilterSync:
             LOG.info("Purged %d file(s) of MACs without a port; dnsmasq reloaded",
                      len(removed))
             return len(removed)
-
-
-def names_another(data: bytes | None, mac: str) -> bool:
-    """Whether file content ``data`` holds a line dnsmasq would apply to something other
-    than ``mac`` (another MAC, a hostname rule, a tag...). Empty content, and ``mac``'s own
-    allow or deny line in any case, do not: a rewrite of the file supersedes those."""
-    if not data:
-        return False
-    for line in data.decode(errors="replace").splitlines():
-        entry = line.strip().lower()
-        if entry and entry not in (mac, f"{mac},ignore"):
-            return True
-    return False
 
 
 def _describe_invalid(value: object) -> str:

@@ -116,7 +116,7 @@ def test_a_foreign_line_in_a_mac_file_stops_being_served(
         # Someone writes the denied MAC's allow line into the file of a MAC no port has.
         (hostsdir / FOREIGN).write_text(f"{LEASED}\n")
         start = time.monotonic()
-        daemon.wait_log("dnsmasq reloaded after a foreign line in", timeout=3)
+        daemon.wait_log("dnsmasq reloaded after foreign content in", timeout=3)
         took = dhcp_client.await_offer(LEASED, offered=False, within=3, control=CONTROL)
         took = time.monotonic() - start
         assert took < 3, took

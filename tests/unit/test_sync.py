@@ -219,7 +219,7 @@ def test_a_deleted_node_asks_for_a_full_sync(engine, hosts):
     assert not sync.full_sync_due
 
 
-def test_a_foreign_line_in_a_mac_file_asks_for_a_reload(engine, hosts):
+def test_foreign_content_in_a_mac_file_asks_for_a_reload(engine, hosts):
     add_node(engine, "manageable", [M1])
     sync = FilterSync(DatabaseSource(engine), str(hosts))
     sync.full_sync()
@@ -229,6 +229,11 @@ def test_a_foreign_line_in_a_mac_file_asks_for_a_reload(engine, hosts):
     sync.full_sync()
     assert content(hosts, M3) == f"{M3},ignore\n"
     assert M3 in sync.take_reload_reason() and sync.take_reload_reason() is None
+    # Whatever a foreign write left, even the file's own line in another form: reloaded too.
+    (hosts / "new").write_text(f"{M3},IGNORE")
+    (hosts / "new").rename(hosts / M3)  # replaced, not edited in place: a new inode
+    sync.full_sync()
+    assert content(hosts, M3) == f"{M3},ignore\n" and M3 in sync.take_reload_reason()
 
 
 def test_database_error_leaves_files_untouched(engine, hosts):
