@@ -33,7 +33,7 @@ from pxe_filter.dnsmasq import control as dnsmasq_control
 from pxe_filter.dnsmasq.control import Control, ControlError
 from pxe_filter.failsafe import FailSafe
 from pxe_filter.foreign_files import ForeignReport
-from pxe_filter.hostsdir import WILDCARD_MAC
+from pxe_filter.hostsdir import WILDCARD
 from pxe_filter.metrics import FilterMetrics
 from pxe_filter.notifications.follower import NotificationFollower
 from pxe_filter.notifications.listener import NotificationListener, broker_connection
@@ -458,7 +458,6 @@ class Daemon:
             self.poller.poll()
             self._reconcile()
             self._check_leases()
-            self._reload_if_foreign()
             now = time.monotonic()
             if life.reload_requested:
                 self._reload()
@@ -493,11 +492,6 @@ class Daemon:
             self.metrics.written(result)
         return result
 
-    def _reload_if_foreign(self) -> None:
-        reason = self.sync.take_reload_reason()
-        if reason is not None:
-            self._reload_dnsmasq(f"{reason} (dnsmasq keeps what it read until reloaded)")
-
     # -- dnsmasq's own answers ---------------------------------------------------------
     def _check_leases(self) -> None:
         """Read dnsmasq's lease reports; a lease to a MAC the database denies is closed."""
@@ -527,7 +521,7 @@ class Daemon:
             if mac is None or desired is None or desired.decision(mac) or mac in closed:
                 continue
             shut = max(self.sync.closed_at.get(mac, 0.0),
-                       self.sync.closed_at.get(WILDCARD_MAC, 0.0))
+                       self.sync.closed_at.get(WILDCARD, 0.0))
             if 0 <= shut - lease.time <= LEASE_GRACE:
                 LOG.warning("dnsmasq gave %s a lease (%s) %.0f s before the filter closed "
                             "it: %s denies it now, and so do the files", mac, lease.address,

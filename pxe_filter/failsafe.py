@@ -3,15 +3,17 @@
 The hostsdir writer puts every denial on disk if anything still can
 (:class:`pxe_filter.hostsdir.HostsDir`: a new file, the deny line in place, or the reserved
 deny wildcard renamed over the wildcard). After every batch of writes
-:meth:`FailSafe.after_writes` decides what dnsmasq must be told about the rest: a reload when
-a MAC left to the deny wildcard had a file deleted earlier (dnsmasq keeps a deleted line until
-SIGHUP), a stop when a denial is not on disk at all (a file that still allows, on a read-only
-or immutable file system), and a start again once a full pass (a sync, or the retry every
-second) finds every denial on disk. Without a ``[dnsmasq]control`` it can do neither: the
-daemon then exits 1, and systemd stops dnsmasq with it (``BindsTo=``).
+:meth:`FailSafe.after_writes` decides what dnsmasq must be told about the rest: a reload
+when a MAC left to the deny wildcard had a file deleted earlier, or when a file rewritten
+held content someone else wrote (dnsmasq keeps what it read until SIGHUP), a stop when a
+denial is not on disk at all (a file that still allows, on a read-only or immutable file
+system), and a start again once a full pass (a sync, or the retry every second) finds every
+denial on disk. Without a ``[dnsmasq]control`` it can do neither: the daemon then exits 1,
+and systemd stops dnsmasq with it (``BindsTo=``).
 """
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 
@@ -62,6 +64,10 @@ class FailSafe:
             vanished = sorted(set(self.hostsdir.closed) & self.hostsdir.vanished)
             lingering = (f"the file of {', '.join(vanished[:3]) or 'a MAC'} was deleted and "
                          f"its denial cannot be written", "the deleted file", _FIX)
+        elif report.foreign_content is not None and self.started:
+            lingering = (f"foreign content in "
+                         f"{os.path.join(self.hostsdir.path, report.foreign_content)}",
+                         "what it held", "find who writes into the hostsdir")
         self._act(lingering, full)
 
     def after_foreign(self, report: ForeignReport) -> None:

@@ -14,7 +14,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from pxe_filter.hostsdir import HostsDir
+from pxe_filter.hostsdir import HostsDir, overwrite
 
 
 @dataclass
@@ -61,7 +61,7 @@ def remove_foreign(hd: HostsDir, names: set[str] | None = None) -> ForeignReport
         except FileNotFoundError:
             pass
         except OSError as exc:
-            if hd.overwrite(name, b"") is not None:  # empty: says nothing to dnsmasq
+            if overwrite(name, b"", hd.dir_fd) is not None:  # empty: says nothing to dnsmasq
                 hd.neutral[name] = st.st_ino
                 report.neutralised.append(name)
             else:

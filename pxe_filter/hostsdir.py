@@ -64,6 +64,10 @@ class WriteReport:
     #: remember an allow from a file deleted earlier, until it is reloaded.
     reload_needed: bool = False
     held: int = 0  # wildcard allows held back while a denial is not on disk
+    #: A file rewritten that held content the filter did not write (maybe another MAC's
+    #: line): dnsmasq keeps what it read until it is reloaded, whatever it was. An emptied
+    #: file is not one: it gave dnsmasq no line, the rewrite supersedes the old one.
+    foreign_content: str | None = None
 
 
 class HostsDir(HostsDirCache):
@@ -130,8 +134,8 @@ class HostsDir(HostsDirCache):
             finally:
                 os.close(fd)
 
-    def changes(self, desired: DesiredState) -> Iterator[tuple[str, str, bool]]:
-        """(file name, MAC, allow) for every file whose content must change, denials first,
+    def changes(self, desired: DesiredState) -> Iterator[tuple[str, bool]]:
+        """(file name, allow) for every file whose content must change, denials first,
         one at a time for a full sync to write as they come: a first sync at 1M ports would
         otherwise hold 1M tuples (~70 MB) at its memory peak.
 
@@ -139,8 +143,8 @@ class HostsDir(HostsDirCache):
         each checked against the cache when reached, which writing the earlier ones in
         order cannot change (each change writes another name).
         """
-        deny_others: list[tuple[str, str, bool]] = []
-        allow_others: list[tuple[str, str, bool]] = []
+        deny_others: list[tuple[str, bool]] = []
+        allow_others: list[tuple[str, bool]] = []
         # Files the database does not name: the wildcard, MACs without port.
         # The set each file's content matches is subtracted first, so the intermediate set
         # stays small (the other order copies every deny name: 32 MB at 1M files).
@@ -149,30 +153,29 @@ class HostsDir(HostsDirCache):
                 (self.allow_names, True, desired.allow, desired.deny),
                 (self.odd_names, None, desired.allow, desired.deny)):
             for name in names - first - then:
-                mac = mac_of(name)
-                want = desired.decision(mac)
+                want = desired.decision(name)  # the wildcard's name: unknown_allowed
                 if state is not want:
-                    (deny_others if not want else allow_others).append((name, mac, want))
+                    (deny_others if not want else allow_others).append((name, want))
         if self._lookup(WILDCARD) is None:
             (deny_others if not desired.unknown_allowed else allow_others).append(
-                (WILDCARD, WILDCARD_MAC, desired.unknown_allowed))
+                (WILDCARD, desired.unknown_allowed))
         # every deny before any allow
-        yield from ((mac, mac, False) for mac in _missing(desired.deny, self.deny_names))
+        yield from ((mac, False) for mac in _missing(desired.deny, self.deny_names))
         yield from deny_others
-        yield from ((mac, mac, True) for mac in _missing(desired.allow, self.allow_names))
+        yield from ((mac, True) for mac in _missing(desired.allow, self.allow_names))
         yield from allow_others
 
-    def stale_files(self, desired: DesiredState, keep: set[str]) -> list[tuple[str, str]]:
-        """(name, MAC) of files for MACs the policy does not name whose content already
-        says what the wildcard says (so deleting them changes nothing dnsmasq decides)."""
+    def stale_files(self, desired: DesiredState, keep: set[str]) -> list[str]:
+        """Files of MACs the policy does not name whose content already says what the
+        wildcard says (so deleting them changes nothing dnsmasq decides)."""
         names = self.allow_names if desired.unknown_allowed else self.deny_names
-        return [(name, name) for name in names if name != WILDCARD
+        return [name for name in names if name != WILDCARD
                 and name not in desired.allow and name not in desired.deny and name not in keep]
 
-    def remove(self, files: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-        """Delete ``files`` (name, MAC); the ones actually deleted."""
+    def remove(self, names: Iterable[str]) -> list[str]:
+        """Delete the files ``names``; the ones actually deleted."""
         removed = []
-        for name, mac in files:
+        for name in names:
             try:
                 os.unlink(name, dir_fd=self.dir_fd)
             except FileNotFoundError:
@@ -182,7 +185,7 @@ class HostsDir(HostsDirCache):
                             exc.strerror or exc)
                 continue
             self.drop(name)
-            removed.append((name, mac))
+            removed.append(name)
         return removed
 
     @property
@@ -190,7 +193,7 @@ class HostsDir(HostsDirCache):
         """Some file is not what the policy wants because a write failed."""
         return bool(self.closed or self.unserved or self.unenforced or self.foreign_failed)
 
-    def write_all(self, changes: Iterable[tuple[str, str, bool]],
+    def write_all(self, changes: Iterable[tuple[str, bool]],
                   should_stop: Callable[[], bool] = lambda: False,
                   full: bool = False) -> WriteReport:
         """Write each change; one failure is logged and does not stop the others.
@@ -201,18 +204,22 @@ class HostsDir(HostsDirCache):
         report = WriteReport()
         if full:
             self.closed, self.unserved, self.unenforced = {}, {}, {}
-        for name, mac, allow in changes:
+        for name, allow in changes:
             if should_stop():
                 report.interrupted = True
                 break
+            if name in self.odd_names and report.foreign_content is None:
+                with contextlib.suppress(OSError):
+                    if self.lstat(name).st_size:  # emptied, it says nothing of its own
+                        report.foreign_content = name
             if allow and name == WILDCARD and (self.closed or self.unenforced):
                 report.held += 1  # unknown MACs stay denied while a denial is not on disk
                 continue
             try:
-                self.write(name, mac, allow)
+                self.write(name, allow)
             except OSError as exc:
                 reason = exc.strerror or str(exc)
-                if not allow and self._deny_anyway(name, mac, reason, report):
+                if not allow and self._deny_anyway(name, reason, report):
                     report.written += 1
                     continue
                 report.failed += 1
@@ -235,7 +242,7 @@ class HostsDir(HostsDirCache):
         LOG.log(logging.DEBUG if name in self._reported else logging.ERROR, "%s", message)
         self._reported.add(name)
 
-    def _deny_anyway(self, name: str, mac: str, reason: str, report: WriteReport) -> bool:
+    def _deny_anyway(self, name: str, reason: str, report: WriteReport) -> bool:
         """Deny ``name`` without a new file: its deny line in place, else the wildcard.
 
         True if ``name`` itself now denies on disk.
@@ -249,11 +256,11 @@ class HostsDir(HostsDirCache):
             self.unenforced[name] = reason
             self._report(name, f"Cannot deny unknown MACs in {path}: {reason}")
             return False
-        if self._deny_in_place(name, mac):
+        if self._deny_in_place(name):
             LOG.warning("Cannot replace %s (%s): wrote its deny line in place instead; "
                         "free space or fix the file system", path, reason)
             return True
-        found = self.read_state(name, mac)
+        found = self.read_state(name)
         if found is not None and found[1] is False:
             self._record_write(name, found[0], False)  # already denies: only the rewrite failed
             return True
@@ -282,21 +289,17 @@ class HostsDir(HostsDirCache):
         except OSError as exc:
             self.observer.cancel(WILDCARD)
             LOG.debug("Cannot rename %s over the wildcard: %s", RESERVE, exc)
-            return self._deny_in_place(WILDCARD, WILDCARD_MAC)
+            return self._deny_in_place(WILDCARD)
         self._record_write(WILDCARD, ino, False)
         return True
 
-    def _deny_in_place(self, name: str, mac: str) -> bool:
+    def _deny_in_place(self, name: str) -> bool:
         """Overwrite the existing regular file ``name`` with its deny line, in place
-        (see :meth:`overwrite`); dnsmasq applies an in-place write at once."""
-        ino = self.overwrite(name, content(mac, False))
+        (see :func:`overwrite`); dnsmasq applies an in-place write at once."""
+        ino = overwrite(name, content(mac_of(name), False), self.dir_fd)
         if ino is not None:
             self._record_write(name, ino, False)
         return ino is not None
-
-    def overwrite(self, name: str, data: bytes) -> int | None:
-        """:func:`overwrite` in the directory held."""
-        return overwrite(name, data, self.dir_fd)
 
     def _record_write(self, name: str, ino: int, allow: bool) -> None:
         """Note a write of ours onto ``name``: the cache, and a listing running meanwhile
@@ -353,12 +356,12 @@ class HostsDir(HostsDirCache):
         finally:
             os.close(fd)
 
-    def write(self, name: str, mac: str, allow: bool) -> None:
-        """Atomically replace (or create) file ``name`` with the allow/deny line of ``mac``.
+    def write(self, name: str, allow: bool) -> None:
+        """Atomically replace (or create) file ``name`` with its allow/deny line.
 
-        ``name`` must be a canonical MAC (``mac``) or the wildcard name, never raw input.
+        ``name`` must be a canonical MAC or the wildcard name, never raw input.
         """
-        data = content(mac, allow)
+        data = content(mac_of(name), allow)
         # A name without a directory entry at the last scan is created in place. The
         # wildcard keeps the rename: one file, and the one deciding for every other MAC.
         create = name not in self.inodes and name != WILDCARD

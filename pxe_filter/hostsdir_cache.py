@@ -2,12 +2,13 @@
 
 After the first full read the content of each file is cached with its inode; later scans use
 ``os.scandir`` (inode numbers come free with the directory entries) and re-read only files
-that appeared or were replaced. An in-place edit by someone else keeps the inode and is only
-seen at the next full re-read (SIGHUP, or every FULL_READ_EVERY syncs), which reads without
-the caller's lock (:meth:`HostsDirCache.changed_contents`) so broadcasts are not held up by
-it. Reads use O_NOATIME where allowed: re-reading 100k files must not dirty 100k inodes for
-the journal to write back while broadcasts wait on it. Files are classified by content,
-never by size. The writer is :class:`pxe_filter.hostsdir.HostsDir`, built on this cache.
+that appeared or were replaced. An in-place edit by someone else keeps the inode: the
+watcher's content events report it (pxe_filter.selfheal), and a full re-read (SIGHUP, an
+inotify overflow) finds it too, reading without the caller's lock
+(:meth:`HostsDirCache.changed_contents`) so broadcasts are not held up by it. Reads use
+O_NOATIME where allowed: re-reading 100k files must not dirty 100k inodes for the journal to
+write back while broadcasts wait on it. Files are classified by content, never by size.
+The writer is :class:`pxe_filter.hostsdir.HostsDir`, built on this cache.
 
 Every file operation is relative to a descriptor of the directory opened once (O_NOFOLLOW):
 a hostsdir swapped for a symlink is never followed, and :meth:`HostsDirCache.swapped` tells.
@@ -46,10 +47,10 @@ def mac_of(name: str) -> str:
     return WILDCARD_MAC if name == WILDCARD else name
 
 
-def _classify(name: str) -> str | None:
-    """The MAC file ``name`` is managed for; None for a foreign one: dnsmasq reads a file
-    whatever its name, and only the canonical form is ours (pxe_filter.common.macs)."""
-    return mac_of(name) if name == WILDCARD or macs.is_canonical(name) else None
+def _managed(name: str) -> bool:
+    """Whether file ``name`` is ours to manage, else foreign: dnsmasq reads a file whatever
+    its name, and only the canonical form is ours (pxe_filter.common.macs)."""
+    return name == WILDCARD or macs.is_canonical(name)
 
 
 def parse(mac: str, data: bytes) -> bool | None:
@@ -202,12 +203,11 @@ class HostsDirCache:
                 continue
             if name.startswith("."):
                 # HostsDir.write's temporary name ".<name>.tmp": left behind by a crash
-                if name.endswith(".tmp") and _classify(name[1:-4]) is not None:
+                if name.endswith(".tmp") and _managed(name[1:-4]):
                     self._remove_stale(name)
                 continue
-            mac = _classify(name)
-            if mac is not None:
-                self._read(name, mac)
+            if _managed(name):
+                self._read(name)
             else:
                 self.foreign.add(name)
         if not complete:
@@ -247,14 +247,14 @@ class HostsDirCache:
         """lstat of file ``name`` in the held directory; raises OSError."""
         return os.stat(name, dir_fd=self.dir_fd, follow_symlinks=False)
 
-    def read_state(self, name: str, mac: str) -> tuple[int, bool | None] | None:
+    def read_state(self, name: str) -> tuple[int, bool | None] | None:
         """(inode, policy of its content) of file ``name``, cache untouched; no lock needed.
 
         None if the file is gone or not a regular file; policy None if unreadable or not
         the canonical line (a symlink included: it is replaced, never followed).
         """
         found = self._read_file(name)
-        return None if found is None else (found[0], parse(mac, found[1] or b""))
+        return None if found is None else (found[0], parse(mac_of(name), found[1] or b""))
 
     def _read_file(self, name: str) -> tuple[int, bytes | None] | None:
         """(inode, first bytes or None if unreadable) of ``name``; None if it is gone or
@@ -277,9 +277,9 @@ class HostsDirCache:
             except OSError:
                 return None
 
-    def _read(self, name: str, mac: str) -> None:
+    def _read(self, name: str) -> None:
         self.reread += 1
-        found = self.read_state(name, mac)
+        found = self.read_state(name)
         if found is None:
             if self._lookup(name) is not None:
                 self.vanished.add(name)
@@ -306,7 +306,7 @@ class HostsDirCache:
             known = self._lookup(name)
             if known is None:
                 continue
-            state = self.read_state(name, known[0])
+            state = self.read_state(name)
             if state is not None and state[1] is not known[1]:
                 found.append((name, state[0], state[1]))
         return found
@@ -344,7 +344,7 @@ class HostsDirCache:
 
     def seen_foreign(self, name: str) -> bool:
         """Record entry ``name`` (an inotify event) if it is a foreign one still present."""
-        if name.startswith(".") or _classify(name) is not None:
+        if name.startswith(".") or _managed(name):
             return False
         if name not in self.foreign:
             try:
@@ -370,14 +370,13 @@ class HostsDirCache:
         return None if known is None else known[1]
 
     def foreign_change(self, name: str, content_event: bool,
-                       want: Callable[[str], bool]) -> tuple[str, str] | None:
-        """(what happened, MAC) if file ``name`` no longer says ``want(mac)``.
+                       want: Callable[[str], bool]) -> str | None:
+        """What happened to file ``name`` if it no longer says ``want(name)``.
 
         Cheap for our own renames: the inode we recorded is still there and no in-place
         write was reported (``content_event``), so nothing is read.
         """
-        mac = _classify(name)
-        if mac is None:
+        if not _managed(name):
             return None
         known = self._lookup(name)
         try:
@@ -387,19 +386,19 @@ class HostsDirCache:
                 return None  # deleted by us (purge), or never one of ours
             self.drop(name)
             self.vanished.add(name)
-            return "deleted", mac
+            return "deleted"
         except OSError:
             return None
         if known is not None and not content_event and self.inodes.get(name) == st.st_ino:
             return None
         self.inodes[name] = st.st_ino
-        self._read(name, mac)
+        self._read(name)
         now = self._lookup(name)
-        if now is None or now[1] is want(mac):
+        if now is None or now[1] is want(name):
             return None  # not a regular file (cannot be replaced by us), or content right
         if known is None:
-            return "created", mac
+            return "created"
         if st.st_size == 0:
-            return "truncated", mac
-        return ("edited" if content_event else "replaced"), mac
+            return "truncated"
+        return "edited" if content_event else "replaced"
 

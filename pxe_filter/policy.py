@@ -33,8 +33,8 @@ class DesiredState:
     served_by: dict[str, set[str]] = field(default_factory=dict)
 
     def decision(self, mac: str) -> bool:
-        """True if dnsmasq should serve ``mac`` (a canonical MAC; for the wildcard's pattern,
-        never canonical, the unknown-MAC policy)."""
+        """True if dnsmasq should serve ``mac`` (a canonical MAC; for the wildcard's file
+        name, never canonical, the unknown-MAC policy)."""
         if mac in self.deny:
             return False
         return mac in self.allow or self.unknown_allowed

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from pxe_filter import policy
 from pxe_filter.common import macs
 from pxe_filter.foreign_files import ForeignReport, remove_foreign
-from pxe_filter.hostsdir import WILDCARD, WILDCARD_MAC, HostsDir, WriteReport
+from pxe_filter.hostsdir import WILDCARD, HostsDir, WriteReport
 from pxe_filter.source import Lookup, Source
 from pxe_filter.sync_results import SyncResult
 
@@ -32,9 +32,6 @@ LOG = logging.getLogger(__name__)
 #: The origins of the hints the daemon gives itself (not counted as broadcasts): the
 #: change poll's, and the deny of a MAC dnsmasq leased although the database denies it.
 POLL, LEASE = "Poll", "Lease check"
-#: Re-read every file's content this often (in syncs), to catch in-place edits by others
-#: that keep the inode; everything else is detected from directory entries alone.
-FULL_READ_EVERY = 100
 #: Seconds for which the time a MAC was closed is remembered (lease reports come within
 #: seconds; a lease granted before the close is no violation).
 CLOSED_MEMORY = 600.0
@@ -62,16 +59,12 @@ class FilterSync:
         self._ports: set[str] = set()
         self._closed: dict[str, int] = {}  # MAC -> generation of a deny written at once
         self._generation = 0
-        self._syncs = 0
         self._reread_pending = False
         #: A full sync is wanted now (a deleted node's MACs are unknown to a lookup).
         self.full_sync_due = False
-        #: Wall-clock time each MAC last went from served to refused (lease reports).
+        #: Wall-clock time each MAC's file (or the wildcard) last went from serving to
+        #: refusing (lease reports), by file name.
         self.closed_at: dict[str, float] = {}
-        #: A file the filter rewrote held something other than the filter's own line (a
-        #: foreign write, maybe another MAC's line, which dnsmasq keeps until reloaded:
-        #: always reloaded, whatever it said). Taken by :meth:`take_reload_reason`.
-        self._reload_reason: str | None = None
         #: Called (without the lock) when hints wait to be read: wakes the writer loop.
         self.on_pending: Callable[[], None] = lambda: None
         #: Called with every hint's SyncResult, outside the lock (status, metrics,
@@ -119,64 +112,51 @@ class FilterSync:
         if (report.reload_needed or report.failed or failing) and self.after_foreign:
             self.after_foreign(report)
 
-    def _reconcile(self, macs: Iterable[str] | None,
+    def _reconcile(self, names: Iterable[str] | None,
                    desired: policy.DesiredState | None = None, *, rewrite: bool = False,
                    should_stop: Callable[[], bool] = lambda: False,
-                   noted: list[tuple[str, str, bool]] | None = None) -> WriteReport:
+                   noted: list[tuple[str, bool]] | None = None) -> WriteReport:
         """Write the files that differ from ``desired`` (default: the held policy), denies
-        first, then tell the fail-safe (caller holds the lock). The files of ``macs`` (the
-        wildcard's pattern for the wildcard; ``rewrite``: even those that already say it),
+        first, then tell the fail-safe (caller holds the lock). The files ``names`` (MACs, or
+        the wildcard; ``rewrite``: even those that already say it),
         or every file (None: the changes are written as computed, 1M tuples at once would
         be ~70 MB at a first sync's peak). ``noted`` collects the changes."""
         desired = desired or self.desired
-        if macs is None:
-            changes: Iterable[tuple[str, str, bool]] = \
+        if names is None:
+            changes: Iterable[tuple[str, bool]] = \
                 () if desired is None else self.hostsdir.changes(desired)
         else:
             assert desired is not None
             found = []
-            for mac in macs:
-                want, wildcard = desired.decision(mac), mac == WILDCARD_MAC
-                named = wildcard or mac in desired.allow or mac in desired.deny
-                name = WILDCARD if wildcard else mac
+            for name in names:
+                want = desired.decision(name)
+                named = name == WILDCARD or name in desired.allow or name in desired.deny
                 if rewrite or self._differs(name, want, named):
-                    found.append((name, mac, want))
-            changes = sorted(found, key=lambda change: change[2])  # denies first
+                    found.append((name, want))
+            changes = sorted(found, key=lambda change: change[1])  # denies first
         report = self.hostsdir.write_all(self._noting_closes(changes, noted), should_stop,
-                                         macs is None)
+                                         names is None)
         if self.after_writes is not None:
-            self.after_writes(report, macs is None)
+            self.after_writes(report, names is None)
         return report
 
-    def _noting_closes(self, changes: Iterable[tuple[str, str, bool]],
-                       noted: list[tuple[str, str, bool]] | None
-                       ) -> Iterator[tuple[str, str, bool]]:
+    def _noting_closes(self, changes: Iterable[tuple[str, bool]],
+                       noted: list[tuple[str, bool]] | None) -> Iterator[tuple[str, bool]]:
         """``changes`` as they come (each added to ``noted``), noting when a served MAC is
         refused (lease checks; not before the first sync, whose closes follow a time the
-        filter did not watch) and when a file to rewrite holds someone else's content."""
+        filter did not watch)."""
         now = time.time()
         if len(self.closed_at) > 10000:
             self.closed_at = {mac: at for mac, at in self.closed_at.items()
                               if at > now - CLOSED_MEMORY}
         watching = self.desired is not None
-        odd = self.hostsdir.odd_names
         for change in changes:
             name = change[0]
-            if watching and not change[2] and self.hostsdir.state_of(name) is True:
-                self.closed_at[change[1]] = now
-            if name in odd and self._reload_reason is None:
-                self._reload_reason = f"foreign content in {os.path.join(self.hostsdir.path, name)}"
+            if watching and not change[1] and self.hostsdir.state_of(name) is True:
+                self.closed_at[name] = now
             if noted is not None:
                 noted.append(change)
             yield change
-
-    def take_reload_reason(self) -> str | None:
-        """Why dnsmasq must be reloaded after the last writes (a rewritten file held content
-        the filter did not write, maybe another MAC's line, which dnsmasq keeps until
-        SIGHUP); None if it need not be."""
-        with self._lock:
-            reason, self._reload_reason = self._reload_reason, None
-        return reason
 
     def write_deny_wildcard(self, reopen: bool = False) -> None:
         """Refuse unknown MACs now: at start-up, before the first sync, or (``reopen``) in
@@ -187,7 +167,7 @@ class FilterSync:
                 self.hostsdir.reopen()
                 self.hostsdir.invalidate()
             self.hostsdir.ensure_reserve()
-            self._reconcile([WILDCARD_MAC], policy.DesiredState())
+            self._reconcile([WILDCARD], policy.DesiredState())
             reason = self.hostsdir.unenforced.get(WILDCARD)
         if reason is not None:
             raise OSError(reason)
@@ -212,8 +192,7 @@ class FilterSync:
             desired.served_by = {node: {mac for mac in addresses if mac in desired.allow}
                                  for node, addresses in served_by.items()}
             result = SyncResult(unknown_allowed=desired.unknown_allowed, invalid=desired.invalid)
-            self._syncs += 1
-            if self._reread_pending or self._syncs % FULL_READ_EVERY == 0:
+            if self._reread_pending:  # SIGHUP: in-place edits keep the inode
                 result.reread = self._reread_contents()
             why = self.hostsdir.swapped()
             if why is not None:
@@ -368,7 +347,7 @@ class FilterSync:
             else:
                 result.denied += 1
         self._fence(desired, generation, read)
-        report = self._reconcile(read | {WILDCARD_MAC})
+        report = self._reconcile(read | {WILDCARD})
         result.written, result.failed = report.written, report.failed
         return result
 
@@ -394,7 +373,7 @@ class FilterSync:
             if self.desired is None or not self.desired.unknown_allowed:
                 return False
             self.desired.unknown_allowed = False
-            return bool(self._reconcile([WILDCARD_MAC]).written)
+            return bool(self._reconcile([WILDCARD]).written)
 
     def figures(self) -> tuple[int, int, bool | None]:
         """(allowed, denied, unknown allowed) of the held policy (None before a sync)."""
@@ -412,30 +391,29 @@ class FilterSync:
         (their inode says nothing). Our own writes are recognised by the inode we recorded
         when renaming them into place, deletions of ours by the name being forgotten.
         """
-        changed: dict[str, str] = {}  # name -> MAC
+        changed: list[str] = []
         with self._lock:
             desired = self.desired
             if desired is None:
                 return []
             foreign = {name for name in names if self.hostsdir.seen_foreign(name)}
             for name in names:
-                found = self.hostsdir.foreign_change(name, name in content_changed,
-                                                     desired.decision)
-                if found is None:
+                why = self.hostsdir.foreign_change(name, name in content_changed,
+                                                   desired.decision)
+                if why is None:
                     continue
-                why, mac = found
-                changed[name] = mac
+                changed.append(name)
                 LOG.warning("%s was %s by someone else: restored to %s",
                             os.path.join(self.hostsdir.path, name), why,
-                            "allow" if desired.decision(mac) else "deny")
+                            "allow" if desired.decision(name) else "deny")
             if changed:  # even a deleted file of a MAC the wildcard decides for
-                self._reconcile(set(changed.values()), rewrite=True)
+                self._reconcile(changed, rewrite=True)
             if foreign:
                 # After the restores: the reload this asks for makes dnsmasq forget deleted
                 # files too (``mv <mac> <MAC>`` deletes a deny), so they are back on disk.
                 self._remove_foreign(foreign)
-            return [name for name, mac in changed.items()
-                    if self.hostsdir.state_of(name) is desired.decision(mac)]
+            return [name for name in changed
+                    if self.hostsdir.state_of(name) is desired.decision(name)]
 
     def converge(self, *, failing_only: bool = False, reread: bool = False,
                  reopen: bool = False) -> list[str] | None:
@@ -456,16 +434,16 @@ class FilterSync:
             with self._lock:
                 if failing_only and (self.desired is None or not self.hostsdir.failing):
                     return None
-                changes = [(WILDCARD, WILDCARD_MAC, False)] if reopen else []
+                changes = [(WILDCARD, False)] if reopen else []
                 self.hostsdir.scan(listing)
                 self._remove_foreign()
                 self.hostsdir.ensure_reserve()
                 self._reconcile(None, noted=changes)
-                for name, _mac, want in changes if reread else ():
+                for name, want in changes if reread else ():
                     LOG.warning("%s differs from the policy: restored to %s",
                                 os.path.join(self.hostsdir.path, name),
                                 "allow" if want else "deny")
-                return [name for name, _, _ in changes]
+                return [name for name, _ in changes]
 
     def purge_stale(self, reload: Callable[[], object]) -> int:
         """Delete files of MACs no port has any more, then reload dnsmasq at once.
@@ -485,7 +463,7 @@ class FilterSync:
             try:
                 reload()
             except Exception:
-                self._reconcile({mac for _, mac in removed}, rewrite=True)
+                self._reconcile(removed, rewrite=True)
                 raise
             LOG.info("Purged %d file(s) of MACs without a port; dnsmasq reloaded",
                      len(removed))

@@ -132,7 +132,7 @@ def test_a_file_created_in_place_is_no_entry_until_closed(hostsdir, dnsmasq_fact
     dhcp_client.await_offer(DENIED, offered=False, within=1.0, control=ALLOWED)
     writer = HostsDir(str(hostsdir))
     writer.scan()
-    writer.write(UNKNOWN, UNKNOWN, False)  # a new file: created in place
+    writer.write(UNKNOWN, False)  # a new file: created in place
     assert not os.path.exists(hostsdir / f".{UNKNOWN}.tmp")
     dhcp_client.await_offer(UNKNOWN, offered=False, within=1.0, control=ALLOWED)
     writer.close()

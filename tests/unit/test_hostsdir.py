@@ -364,8 +364,8 @@ def test_listing_taken_without_the_lock_survives_writes_made_meanwhile(tmp_path,
     _sync(hd, DesiredState(allow={M1}, deny={M2}))
     listing = hd.list_entries()
     # Writes between the listing and the scan (a broadcast): one rewrite, one new file.
-    hd.write(M1, M1, False)
-    hd.write(M3, M3, True)
+    hd.write(M1, False)
+    hd.write(M3, True)
     (tmp_path / "52:54:00:00:00:04").write_text("52:54:00:00:00:04\n")  # someone else's
     hd.scan(listing)
     assert hd.state_of(M1) is False and hd.state_of(M3) is True
@@ -375,4 +375,4 @@ def test_listing_taken_without_the_lock_survives_writes_made_meanwhile(tmp_path,
     os.unlink(tmp_path / M2)  # a removal makes the quick listing fall back to a full one
     hd.scan(hd.list_entries())
     assert hd.state_of(M2) is None
-    assert (M2, M2, False) in hd.changes(DesiredState(allow={M1}, deny={M2}))
+    assert (M2, False) in hd.changes(DesiredState(allow={M1}, deny={M2}))

@@ -150,8 +150,8 @@ def test_a_symlink_squatting_a_mac_name_is_never_written_through(tmp_path, hd):
     target = tmp_path.parent / f"{tmp_path.name}-target"
     target.write_text("precious\n")
     os.symlink(target, tmp_path / M1)
-    assert hd.read_state(M1, M1) == (os.lstat(tmp_path / M1).st_ino, None)
-    hd._deny_in_place(M1, M1)  # the fallback must not follow it either
+    assert hd.read_state(M1) == (os.lstat(tmp_path / M1).st_ino, None)
+    hd._deny_in_place(M1)  # the fallback must not follow it either
     _sync(hd, DesiredState(deny={M1}))
     assert target.read_text() == "precious\n"
     assert _read(tmp_path, M1) == f"{M1},ignore\n"
@@ -292,3 +292,33 @@ def test_failsafe_without_control_exits_after_a_foreign_file_is_removed(tmp_path
     hd.scan()
     safe.after_foreign(remove_foreign(hd))
     assert safe.fatal and "no [dnsmasq]control can reload it" in safe.fatal
+
+
+def test_failsafe_reloads_after_rewriting_foreign_content(tmp_path, hd):
+    safe, _, reloads = _failsafe(tmp_path, hd, RecordingControl())
+    (tmp_path / M2).write_text(f"{M1}\n")  # another MAC's line: dnsmasq keeps it until SIGHUP
+    report = _sync(hd, DesiredState(deny={M1, M2}))
+    assert report.foreign_content == M2 and (tmp_path / M2).read_text() == f"{M2},ignore\n"
+    safe.after_writes(report, True)
+    assert reloads == [f"foreign content in {tmp_path / M2}"]
+    safe.after_writes(_sync(hd, DesiredState(deny={M1, M2})), True)  # the filter's own now
+    assert len(reloads) == 1
+
+
+def test_failsafe_without_control_exits_after_rewriting_foreign_content(tmp_path, hd):
+    safe, _, _ = _failsafe(tmp_path, hd, Control())
+    (tmp_path / M2).write_text(f"{M1}\n")
+    safe.after_writes(_sync(hd, DesiredState(deny={M1, M2})), True)
+    assert safe.fatal and "foreign content in" in safe.fatal
+    assert "no [dnsmasq]control can reload it" in safe.fatal
+
+
+def test_an_emptied_mac_file_needs_no_reload(tmp_path, hd):
+    safe, _, reloads = _failsafe(tmp_path, hd, Control())  # no control: a reload would exit
+    _sync(hd, DesiredState(allow={M1}))
+    (tmp_path / "new").write_text("")
+    (tmp_path / "new").rename(tmp_path / M1)  # emptied: no line dnsmasq could keep
+    report = _sync(hd, DesiredState(allow={M1}))
+    assert report.written == 1 and report.foreign_content is None
+    safe.after_writes(report, True)
+    assert not reloads and safe.fatal is None
