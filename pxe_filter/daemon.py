@@ -510,6 +510,9 @@ class Daemon:
             self.lease_book.save()
 
     def _judge_leases(self, found: list[leases.Lease], wanted: set[str]) -> None:
+        # When each was closed before this read: the read itself closes what the database
+        # denies now, which is no reaction time of the filter's.
+        closed_at = {name: self.sync.closed_at.get(name, 0.0) for name in (*wanted, WILDCARD)}
         result = self._reconcile(wanted)  # the database now, applied to the held policy
         ports = {} if result is None else result.ports
         source = "the held policy (the database does not answer)" if result is None \
@@ -520,8 +523,7 @@ class Daemon:
             mac = lease.mac
             if mac is None or desired is None or desired.decision(mac) or mac in closed:
                 continue
-            shut = max(self.sync.closed_at.get(mac, 0.0),
-                       self.sync.closed_at.get(WILDCARD, 0.0))
+            shut = max(closed_at[mac], closed_at[WILDCARD])
             if 0 <= shut - lease.time <= LEASE_GRACE:
                 LOG.warning("dnsmasq gave %s a lease (%s) %.0f s before the filter closed "
                             "it: %s denies it now, and so do the files", mac, lease.address,
@@ -543,11 +545,10 @@ class Daemon:
         self.metrics.served_denied.inc()
         self.status.error(f"dnsmasq served denied MAC {mac} ({lease.address}); closed",
                           write=True)
-        try:
-            self.sync.hint(deny=[mac], origin=LEASE, rewrite=True)  # whatever the files say
-            self._reload_dnsmasq(f"a lease to denied MAC {mac}")  # it keeps what it read
-        except OSError as exc:
-            LOG.error("Cannot close %s: %s", mac, exc.strerror or exc)
+        # Whatever the files say (a write that fails fails closed in the writer), then
+        # reloaded: dnsmasq keeps what it read.
+        self.sync.hint(deny=[mac], origin=LEASE, rewrite=True)
+        self._reload_dnsmasq(f"a lease to denied MAC {mac}")
 
     def _retry_failed(self) -> None:
         """While failing closed, retry the failed files every second, not every sync."""

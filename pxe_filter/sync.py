@@ -105,22 +105,25 @@ class FilterSync:
                 self.hostsdir.apply_contents(found)
         return len(names)
 
-    def _remove_foreign(self, names: set[str] | None = None) -> None:
-        """Remove the files we did not write (caller holds the lock)."""
+    def _remove_foreign(self, names: set[str] | None = None) -> ForeignReport | None:
+        """Remove the files we did not write (caller holds the lock); the report for
+        :attr:`after_foreign`, to hand to :meth:`_reconcile` (None: nothing to tell)."""
         failing = bool(self.hostsdir.foreign_failed)
         report = remove_foreign(self.hostsdir, names)
-        if (report.reload_needed or report.failed or failing) and self.after_foreign:
-            self.after_foreign(report)
+        return report if report.reload_needed or report.failed or failing else None
 
     def _reconcile(self, names: Iterable[str] | None,
                    desired: policy.DesiredState | None = None, *, rewrite: bool = False,
                    should_stop: Callable[[], bool] = lambda: False,
-                   noted: list[tuple[str, bool]] | None = None) -> WriteReport:
+                   noted: list[tuple[str, bool]] | None = None,
+                   foreign: ForeignReport | None = None) -> WriteReport:
         """Write the files that differ from ``desired`` (default: the held policy), denies
         first, then tell the fail-safe (caller holds the lock). The files ``names`` (MACs, or
         the wildcard; ``rewrite``: even those that already say it),
         or every file (None: the changes are written as computed, 1M tuples at once would
-        be ~70 MB at a first sync's peak). ``noted`` collects the changes."""
+        be ~70 MB at a first sync's peak). ``noted`` collects the changes. ``foreign`` (files
+        removed before) is told after the writes: the reload it may bring must find the denies
+        a removed file held (``mv <mac> <MAC>``) back in the MACs' own files."""
         desired = desired or self.desired
         if names is None:
             changes: Iterable[tuple[str, bool]] = \
@@ -138,6 +141,8 @@ class FilterSync:
                                          names is None)
         if self.after_writes is not None:
             self.after_writes(report, names is None)
+        if foreign is not None and self.after_foreign is not None:
+            self.after_foreign(foreign)
         return report
 
     def _noting_closes(self, changes: Iterable[tuple[str, bool]],
@@ -202,9 +207,10 @@ class FilterSync:
                 result.fenced = self._fence(desired, generation, None)
                 self.hostsdir.scan(listing)
                 del listing
-                self._remove_foreign()
+                foreign = self._remove_foreign()
                 self.hostsdir.ensure_reserve()
-                report = self._reconcile(None, desired, should_stop=self.should_stop)
+                report = self._reconcile(None, desired, should_stop=self.should_stop,
+                                         foreign=foreign)
                 result.reread += self.hostsdir.reread
                 self.desired = desired
                 result.reopened = self.closed_unknown is not None
@@ -406,12 +412,9 @@ class FilterSync:
                 LOG.warning("%s was %s by someone else: restored to %s",
                             os.path.join(self.hostsdir.path, name), why,
                             "allow" if desired.decision(name) else "deny")
-            if changed:  # even a deleted file of a MAC the wildcard decides for
-                self._reconcile(changed, rewrite=True)
-            if foreign:
-                # After the restores: the reload this asks for makes dnsmasq forget deleted
-                # files too (``mv <mac> <MAC>`` deletes a deny), so they are back on disk.
-                self._remove_foreign(foreign)
+            if changed or foreign:  # even a deleted file of a MAC the wildcard decides for
+                self._reconcile(changed, rewrite=True,
+                                foreign=self._remove_foreign(foreign) if foreign else None)
             return [name for name in changed
                     if self.hostsdir.state_of(name) is desired.decision(name)]
 
@@ -436,9 +439,9 @@ class FilterSync:
                     return None
                 changes = [(WILDCARD, False)] if reopen else []
                 self.hostsdir.scan(listing)
-                self._remove_foreign()
+                foreign = self._remove_foreign()
                 self.hostsdir.ensure_reserve()
-                self._reconcile(None, noted=changes)
+                self._reconcile(None, noted=changes, foreign=foreign)
                 for name, want in changes if reread else ():
                     LOG.warning("%s differs from the policy: restored to %s",
                                 os.path.join(self.hostsdir.path, name),
