@@ -356,3 +356,18 @@ def test_port_addresses_are_interned_and_odd_values_passed_on():
     assert first is not second
     assert _interned([first])[0] is _interned([second])[0]
     assert _interned([first, None, 5]) == [first, 5]
+
+
+def test_a_sync_reports_removed_foreign_files_after_its_writes(engine, hosts):
+    # The report may reload dnsmasq, which then forgets what the removed file said: a deny
+    # renamed to another spelling must be back in the MAC's own file by then.
+    mac = "52:54:00:ab:cd:01"
+    add_node(engine, "manageable", [mac])
+    sync = FilterSync(DatabaseSource(engine), str(hosts))
+    sync.full_sync()
+    seen = []
+    sync.after_foreign = lambda report: seen.append(
+        (report.removed, (hosts / mac).exists() and content(hosts, mac)))
+    os.rename(hosts / mac, hosts / mac.upper())
+    sync.full_sync()
+    assert seen == [([mac.upper()], f"{mac},ignore\n")]
