@@ -314,7 +314,7 @@ def test_failsafe_without_control_exits_after_rewriting_foreign_content(tmp_path
 
 
 def test_an_emptied_mac_file_needs_no_reload(tmp_path, hd):
-    safe, _, reloads = _failsafe(tmp_path, hd, Control())  # no control: a reload would exit
+    safe, _, reloads = _failsafe(tmp_path, hd, RecordingControl())
     _sync(hd, DesiredState(allow={M1}))
     (tmp_path / "new").write_text("")
     (tmp_path / "new").rename(tmp_path / M1)  # emptied: no line dnsmasq could keep
